@@ -1,0 +1,123 @@
+"""The ``gatewayd`` command line (DESIGN.md section 6).
+
+This module only defines the arguments. Each subcommand names its implementation as
+``"module:function"``, imported when that subcommand runs, so a client command such as
+``gatewayd status`` never imports the daemon stack (anyio, pydantic, watchfiles).
+
+Implementations take the parsed ``argparse.Namespace`` and return an exit code; a user-facing
+failure is a :class:`CliError`, printed as one ``error: ...`` line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gatewayd import __version__
+
+EXIT_CONFIG = 78  # EX_CONFIG: systemd's RestartPreventExitStatus keeps a bad config from looping
+
+
+class CliError(Exception):
+    """A failure to report as ``error: <message>`` with exit code ``code``."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="config file (default: $GATEWAYD_CONFIG, else $ELIZA_STATE_DIR/gatewayd.yaml)",
+    )
+
+
+def _json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _command(sub: Any, name: str, target: str, help: str, **kwargs: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help, **kwargs)
+    parser.set_defaults(target=target)
+    _common(parser)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser; see ``gatewayd --help``."""
+    parser = argparse.ArgumentParser(
+        prog="gatewayd", description="The Eliza event-hook gateway daemon and its client."
+    )
+    parser.add_argument("--version", action="version", version=f"gatewayd {__version__}")
+    _common(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = _command(sub, "run", "gatewayd.daemon:cli_run", "run the daemon in the foreground")
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-format", choices=["auto", "json", "console"])
+
+    p = _command(sub, "send", "gatewayd.client:cli_send", "send a message to a running daemon")
+    p.add_argument("text", metavar="TEXT")
+    p.add_argument("--session", required=True, metavar="KEY", help="session key")
+    p.add_argument("--sender", metavar="ID", help="sender id (default: cli)")
+    p.add_argument("--channel", metavar="NAME", help="channel id (default: cli)")
+    _json_flag(p)
+
+    p = _command(sub, "trigger", "gatewayd.client:cli_trigger", "post an event to the queue")
+    p.add_argument("event", metavar="TYPE:ACTION")
+    p.add_argument("--session", required=True, metavar="KEY", help="session key")
+    p.add_argument("--context", metavar="JSON", help="event context as a JSON object")
+    p.add_argument("--no-wait", action="store_true", help="return once queued")
+    _json_flag(p)
+
+    p = _command(sub, "status", "gatewayd.client:cli_status", "show a running daemon's status")
+    _json_flag(p)
+
+    p = _command(sub, "reload", "gatewayd.client:cli_reload", "reload config and hooks")
+    _json_flag(p)
+
+    hooks = sub.add_parser("hooks", help="inspect hooks", description="inspect hooks")
+    hsub = hooks.add_subparsers(dest="hooks_command", metavar="COMMAND", required=True)
+    p = _command(hsub, "list", "gatewayd.cli_hooks:cli_list", "list hooks and their status")
+    p.add_argument("--eligible", action="store_true", help="only hooks that can run here")
+    p.add_argument("--verbose", "-v", action="store_true", help="show every reason")
+    _json_flag(p)
+    p = _command(hsub, "info", "gatewayd.cli_hooks:cli_info", "show one hook")
+    p.add_argument("name", metavar="NAME", help="hook name or hookKey")
+    _json_flag(p)
+    p = _command(hsub, "check", "gatewayd.cli_hooks:cli_check", "report hooks that are not ready")
+    _json_flag(p)
+
+    config = sub.add_parser("config", help="inspect the config", description="inspect the config")
+    csub = config.add_subparsers(dest="config_command", metavar="COMMAND", required=True)
+    _command(csub, "show", "gatewayd.cli_hooks:cli_config_show", "print the effective config")
+    _command(csub, "check", "gatewayd.cli_hooks:cli_config_check", "validate the config")
+    return parser
+
+
+def _resolve(target: str) -> Callable[[argparse.Namespace], int]:
+    module, _, func = target.partition(":")
+    fn: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), func)
+    return fn
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``gatewayd`` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    if not hasattr(args, "config"):
+        args.config = None
+    try:
+        return _resolve(args.target)(args)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `gatewayd hooks list | head`
+        return 0

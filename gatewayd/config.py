@@ -1,0 +1,269 @@
+"""The gatewayd config: one YAML file plus ``GATEWAYD_`` env overrides (DESIGN.md section 7).
+
+``load_config()`` is the only way in. It reads the file (``--config``, ``$GATEWAYD_CONFIG``,
+``<state>/gatewayd.yaml``, else built-in defaults), folds ``hooks.internal.*`` into ``hooks.*``
+(OpenClaw/Milady configs), lets environment variables beat the file, and validates everything into
+frozen pydantic models. Unknown keys are refused at every level except inside
+``hooks.entries.<hookKey>``, which is the hook's own open settings map. Any problem raises
+:class:`ConfigError` carrying every error with its key path.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from gatewayd.paths import Paths, state_dir
+from gatewayd.yamlio import YamlError, load_yaml
+
+CONFIG_ENV = "GATEWAYD_CONFIG"
+ENV_PREFIX = "GATEWAYD_"
+
+
+class ConfigError(Exception):
+    """An unusable config. ``errors`` lists every problem as ``key.path: message``."""
+
+    def __init__(self, source: str, errors: list[str]) -> None:
+        self.source = source
+        self.errors = errors
+        super().__init__(f"invalid config {source}: " + "; ".join(errors))
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
+
+
+class ControlConfig(_Model):
+    socket: Path | None = None
+    """Control socket path; default ``<state>/run/gatewayd.sock``."""
+
+
+class QueueConfig(_Model):
+    capacity: int = Field(1024, ge=1)
+    concurrency: int = Field(8, ge=1)
+
+
+class GatewayConfig(_Model):
+    startup_hook_delay_ms: int = Field(250, ge=0)
+    shutdown_timeout_ms: int = Field(5000, ge=0)
+    """Bound on the wait for ``gateway:shutdown`` handlers."""
+    drain_timeout_ms: int = Field(10000, ge=0)
+    """Bound on draining the trigger queue at shutdown."""
+    control: ControlConfig = ControlConfig()
+    queue: QueueConfig = QueueConfig()
+
+
+class WorkspaceConfig(_Model):
+    dir: Path | None = None
+    """Workspace dir; default ``<state>/workspace``."""
+
+
+class HookEntry(BaseModel):
+    """``hooks.entries.<hookKey>``: three typed keys, and the hook's own settings beside them."""
+
+    model_config = ConfigDict(
+        extra="allow", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
+
+    enabled: bool = True
+    env: dict[str, str] = {}
+    timeout_ms: int | None = Field(None, ge=1)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_scalars_as_text(cls, value: Any) -> Any:
+        # `PORT: 8080` in YAML is an int; an environment variable is always text.
+        if isinstance(value, Mapping):
+            return {
+                k: str(v).lower() if isinstance(v, bool) else v if v is None else str(v)
+                for k, v in value.items()
+            }
+        return value
+
+    def setting(self, key: str) -> Any:
+        """The hook's own setting ``key`` (e.g. ``apiKey``, ``messages``), or ``None``."""
+        if key in ("enabled", "env", "timeoutMs"):
+            return self.model_dump(by_alias=True)[key]
+        return (self.model_extra or {}).get(key)
+
+
+class HooksLoadConfig(_Model):
+    extra_dirs: list[Path] = []
+    debounce_ms: int = Field(20, ge=0)
+    """Quiet time after a change before reloading; a burst of writes is one reload."""
+    poll: bool = False
+    """Poll instead of inotify (Docker bind mounts, network filesystems)."""
+    poll_interval_ms: int = Field(300, ge=10)
+    watch: bool = True
+    """Watch the hook roots and the config file and reload on change."""
+
+
+class LegacyHandler(_Model):
+    """``hooks.handlers[]``: an explicitly listed handler module (older configs)."""
+
+    event: str
+    module: str
+    export: str = "default"
+
+
+class HooksConfig(_Model):
+    enabled: bool = True
+    timeout_ms: int = Field(30000, ge=1)
+    entries: dict[str, HookEntry] = {}
+    load: HooksLoadConfig = HooksLoadConfig()
+    handlers: list[LegacyHandler] = []
+
+
+class LoggingConfig(_Model):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["auto", "json", "console"] = "auto"
+
+
+class Settings(BaseSettings):
+    """The whole config. Build it with :func:`load_config`, not directly."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        case_sensitive=False,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        env_parse_none_str="null",
+    )
+
+    gateway: GatewayConfig = GatewayConfig()
+    workspace: WorkspaceConfig = WorkspaceConfig()
+    hooks: HooksConfig = HooksConfig()
+    logging: LoggingConfig = LoggingConfig()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The file arrives as init kwargs; the environment beats it.
+        return (env_settings, init_settings)
+
+
+class Config:
+    """A validated config plus where it came from and the paths it implies."""
+
+    def __init__(self, settings: Settings, source: Path | None, state: Path) -> None:
+        self.settings = settings
+        self.source = source
+        workspace = settings.workspace.dir or state / "workspace"
+        socket = settings.gateway.control.socket or state / "run" / "gatewayd.sock"
+        self.paths = Paths(
+            state=state,
+            workspace=Path(os.path.expanduser(workspace)),
+            control_socket=Path(os.path.expanduser(socket)),
+        )
+
+    @property
+    def source_label(self) -> str:
+        return str(self.source) if self.source else "built-in defaults"
+
+    def effective(self) -> dict[str, Any]:
+        """The effective config as plain data with Eliza key names and defaults filled in."""
+        data: dict[str, Any] = self.settings.model_dump(by_alias=True, mode="json")
+        data["workspace"]["dir"] = str(self.paths.workspace)
+        data["gateway"]["control"]["socket"] = str(self.paths.control_socket)
+        return data
+
+    def entry(self, hook_key: str) -> HookEntry:
+        """``hooks.entries.<hook_key>``, or an all-defaults entry."""
+        return self.settings.hooks.entries.get(hook_key) or HookEntry()
+
+    def lookup(self, dotted: str) -> Any:
+        """The value at a dot path of the effective config (``hooks.entries.x.apiKey``), or None."""
+        node: Any = self.effective()
+        for part in dotted.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+
+def config_path(explicit: str | os.PathLike[str] | None = None) -> tuple[Path | None, bool]:
+    """Which file to read, and whether it was asked for by name (so must exist)."""
+    if explicit:
+        return Path(explicit).expanduser(), True
+    if env := os.environ.get(CONFIG_ENV):
+        return Path(env).expanduser(), True
+    default = state_dir() / "gatewayd.yaml"
+    return (default, False) if default.exists() else (None, False)
+
+
+def _fold_internal(raw: dict[str, Any]) -> dict[str, Any]:
+    """Read ``hooks.internal.*`` as ``hooks.*``; keys written directly under ``hooks`` win."""
+    hooks = raw.get("hooks")
+    if not isinstance(hooks, dict) or "internal" not in hooks:
+        return raw
+    internal = hooks.get("internal")
+    if not isinstance(internal, dict):
+        return raw  # validation reports the bad type under hooks.internal
+    merged = {**internal, **{k: v for k, v in hooks.items() if k != "internal"}}
+    return {**raw, "hooks": merged}
+
+
+def _format_errors(exc: ValidationError) -> list[str]:
+    errors = []
+    for err in exc.errors():
+        path = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            errors.append(f"{path}: unknown key (check the spelling; see config/gatewayd.yaml)")
+        else:
+            errors.append(f"{path}: {err['msg']} (got {err.get('input')!r})")
+    return errors
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The file's top-level mapping; an empty file is ``{}``. Raises :class:`ConfigError`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(str(path), [f"config file not found: {path}"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), [f"cannot read {path}: {exc}"]) from None
+    try:
+        raw = load_yaml(text, str(path))
+    except YamlError as exc:
+        raise ConfigError(str(path), [str(exc)]) from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        kind = type(raw).__name__
+        raise ConfigError(
+            str(path), [f"{path}: the top level must be a mapping of keys, got a {kind}"]
+        )
+    return raw
+
+
+def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
+    """Load and validate the config; raise :class:`ConfigError` listing every problem."""
+    path, required = config_path(explicit)
+    raw: dict[str, Any] = {}
+    if path is not None and (required or path.exists()):
+        raw = read_config_file(path)
+    source = str(path) if path else "built-in defaults"
+    try:
+        settings = Settings(**_fold_internal(raw))
+    except ValidationError as exc:
+        raise ConfigError(source, _format_errors(exc)) from None
+    except ValueError as exc:  # a GATEWAYD_* variable that is not valid JSON for its field
+        raise ConfigError(source, [f"environment override: {exc}"]) from None
+    return Config(settings, path, state_dir())

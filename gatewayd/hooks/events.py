@@ -1,0 +1,97 @@
+"""The hook event: what every handler receives (DESIGN.md section 4).
+
+An event is ``type:action`` for one session. Handlers append reply lines to ``messages`` and may
+read or mutate ``context``. ``to_json()`` / ``from_json()`` are the wire form used by the control
+channel and command hooks: ``{type, action, sessionKey, timestamp, messages, context}``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+EVENT_TYPES: Final = frozenset({"command", "session", "agent", "gateway", "message"})
+"""The event types a gateway emits; an event key's part before ``:`` must be one of these."""
+
+_KEY_RE = re.compile(r"^(?P<type>[a-z]+)(?::(?P<action>[A-Za-z0-9_.:-]+))?$")
+
+
+class EventKeyError(ValueError):
+    """An event key or type that no gateway emits."""
+
+
+@dataclass(slots=True, eq=False)
+class HookEvent:
+    """One event. ``messages`` is the reply handlers build; ``context`` carries event details."""
+
+    type: str
+    action: str
+    session_key: str
+    timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
+    messages: list[str] = field(default_factory=list)
+    context: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """``type:action``, the most specific dispatch key."""
+        return f"{self.type}:{self.action}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The wire form (DESIGN.md section 4); ``context`` must be JSON-serialisable."""
+        return {
+            "type": self.type,
+            "action": self.action,
+            "sessionKey": self.session_key,
+            "timestamp": self.timestamp.isoformat().replace("+00:00", "Z"),
+            "messages": list(self.messages),
+            "context": self.context,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> HookEvent:
+        """Rebuild an event from its wire form (validates the type)."""
+        event = create_hook_event(
+            data["type"], data["action"], data["sessionKey"], dict(data.get("context") or {})
+        )
+        if ts := data.get("timestamp"):
+            event.timestamp = datetime.fromisoformat(str(ts).replace("Z", "+00:00"))
+        event.messages = [str(m) for m in data.get("messages") or []]
+        return event
+
+
+def create_hook_event(
+    type: str,
+    action: str,
+    session_key: str,
+    context: dict[str, Any] | None = None,
+) -> HookEvent:
+    """Build an event stamped now (UTC). Raises :class:`EventKeyError` for an unknown type."""
+    if type not in EVENT_TYPES:
+        raise EventKeyError(
+            f"unknown event type {type!r}: expected one of {', '.join(sorted(EVENT_TYPES))}"
+        )
+    if not action:
+        raise EventKeyError(f"event {type!r} needs an action, as in '{type}:<action>'")
+    return HookEvent(type=type, action=action, session_key=session_key, context=context or {})
+
+
+def parse_event_key(key: str) -> tuple[str, str | None]:
+    """Split ``type:action`` (or ``type``, or ``*``) into its parts, validating the type.
+
+    Raises :class:`EventKeyError` naming the key and the known types; this is what turns a
+    misspelled ``comand:new`` into a reported problem instead of a hook that never fires.
+    """
+    if key == "*":
+        return "*", None
+    match = _KEY_RE.match(key)
+    if not match:
+        raise EventKeyError(f"malformed event key {key!r}: expected 'type' or 'type:action'")
+    etype, action = match["type"], match["action"]
+    if etype not in EVENT_TYPES:
+        raise EventKeyError(
+            f"unknown event type {etype!r} in {key!r}: "
+            f"expected one of {', '.join(sorted(EVENT_TYPES))} or '*'"
+        )
+    return etype, action

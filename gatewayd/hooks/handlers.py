@@ -1,0 +1,137 @@
+"""What a registered handler is: a checked callable or command, and the ``ctx`` it may receive.
+
+``make_handler()`` validates a Python callable when it is registered (pluggy style): it must take
+``(event)`` or ``(event, ctx)``. A wrong signature is a :class:`HandlerSignatureError` naming the
+hook and the callable, raised at load time rather than on the first event.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+
+class HandlerKind(Enum):
+    ASYNC = "async"  # awaited on the event loop
+    SYNC = "sync"  # run in a worker thread under the hooks' own capacity limiter
+    COMMAND = "command"  # an executable: event JSON on stdin, messages on stdout
+
+
+class HandlerSignatureError(TypeError):
+    """A handler that cannot be called as ``handler(event)`` or ``handler(event, ctx)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class HookContext:
+    """The optional second handler argument: who the hook is and what it may use."""
+
+    hook_name: str
+    hook_key: str
+    config: Mapping[str, Any]
+    """The hook's ``hooks.entries.<hookKey>`` entry (``enabled``, ``env``, its own settings)."""
+    env: Mapping[str, str]
+    """The process environment merged with the entry's ``env``."""
+    log: Any
+    """A structlog logger bound to ``hook=<name>``."""
+    state_dir: Path
+    workspace_dir: Path
+
+
+@dataclass(slots=True, eq=False)
+class Handler:
+    """One runnable handler: a Python callable or an executable, with its timeout."""
+
+    hook: str
+    kind: HandlerKind
+    call: Callable[..., Any] | None = None
+    takes_ctx: bool = False
+    ctx: HookContext | None = None
+    command: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float | None = None
+    """This handler's own timeout; ``None`` means the registry default (``hooks.timeoutMs``)."""
+    source: str = "code"
+    """``code`` for handlers registered in code, else the file hook's source root name."""
+
+    def invoke(self, event: Any) -> Any:
+        """Call the Python handler with the arguments it declared."""
+        assert self.call is not None
+        return self.call(event, self.ctx) if self.takes_ctx else self.call(event)
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - an instance with `async def __call__`
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def _takes_ctx(fn: Callable[..., Any], where: str) -> bool:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError) as exc:
+        raise HandlerSignatureError(f"{where}: cannot read the signature: {exc}") from None
+    positional = [
+        p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    required = [p for p in positional if p.default is p.empty]
+    has_varargs = any(p.kind is p.VAR_POSITIONAL for p in sig.parameters.values())
+    kw_required = [
+        p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY and p.default is p.empty
+    ]
+    if kw_required:
+        raise HandlerSignatureError(
+            f"{where}: required keyword-only parameters {kw_required} are never passed; "
+            "define it as handler(event) or handler(event, ctx)"
+        )
+    if len(required) > 2:
+        raise HandlerSignatureError(
+            f"{where}: takes {len(required)} required arguments; "
+            "define it as handler(event) or handler(event, ctx)"
+        )
+    if not positional and not has_varargs:
+        raise HandlerSignatureError(
+            f"{where}: takes no arguments; define it as handler(event) or handler(event, ctx)"
+        )
+    return len(positional) >= 2 or has_varargs
+
+
+def make_handler(
+    fn: Callable[..., Any],
+    *,
+    hook: str,
+    where: str | None = None,
+    ctx: HookContext | None = None,
+    timeout_s: float | None = None,
+    source: str = "code",
+) -> Handler:
+    """Check ``fn`` and wrap it as a :class:`Handler`; raise :class:`HandlerSignatureError`."""
+    where = where or f"hook {hook!r}: handler {getattr(fn, '__qualname__', fn)!r}"
+    if not callable(fn):
+        raise HandlerSignatureError(f"{where}: is a {type(fn).__name__}, not a callable")
+    takes_ctx = _takes_ctx(fn, where)
+    if takes_ctx and ctx is None:
+        ctx = HookContext(
+            hook_name=hook,
+            hook_key=hook,
+            config={},
+            env={},
+            log=structlog.get_logger("gatewayd.hook").bind(hook=hook),
+            state_dir=Path(),
+            workspace_dir=Path(),
+        )
+    return Handler(
+        hook=hook,
+        kind=HandlerKind.ASYNC if _is_async(fn) else HandlerKind.SYNC,
+        call=fn,
+        takes_ctx=takes_ctx,
+        ctx=ctx,
+        timeout_s=timeout_s,
+        source=source,
+    )

@@ -1,0 +1,207 @@
+"""The hook registry: who handles which event key, and dispatching an event to them.
+
+Two layers (DESIGN.md section 4):
+
+* handlers registered in code (``register``/``unregister``), which no reload touches;
+* file hooks, which each load replaces as a whole with :meth:`HookRegistry.set_file_hooks`.
+
+For an event ``type:action`` the plan is: handlers for ``type:action``, then ``type``, then ``*``;
+within a key, code handlers first, then file hooks in load order. Plans are immutable tuples
+cached per event key and rebuilt after any change, so a dispatch in progress keeps the list it
+started with and a reload is one assignment: never half-built, never empty in between.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import anyio
+from anyio import CapacityLimiter
+
+from gatewayd.hooks.events import HookEvent, parse_event_key
+from gatewayd.hooks.handlers import Handler, HandlerKind, make_handler
+from gatewayd.hooks.runners import (
+    Outcome,
+    finish_async,
+    report_failure,
+    run_command,
+    run_sync,
+)
+
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_HOOK_THREADS = 16
+
+
+class DispatchReport(NamedTuple):
+    """What one dispatch did: handlers run, and how many of them failed or timed out."""
+
+    handlers: int
+    errors: int
+    timeouts: int
+
+
+@dataclass(slots=True)
+class DispatchStats:
+    """Running totals over every dispatch of a registry."""
+
+    events: int = 0
+    handlers: int = 0
+    errors: int = 0
+    timeouts: int = 0
+
+
+class HookRegistry:
+    """Event key -> handlers, in two layers; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        default_timeout_s: float = DEFAULT_TIMEOUT_S,
+        hook_threads: int = DEFAULT_HOOK_THREADS,
+    ) -> None:
+        self.default_timeout_s = default_timeout_s
+        self.stats = DispatchStats()
+        self._code: dict[str, list[Handler]] = {}
+        self._files: dict[str, tuple[Handler, ...]] = {}
+        self._plans: dict[str, tuple[Handler, ...]] = {}
+        self._hook_threads = hook_threads
+        self._limiter: CapacityLimiter | None = None
+
+    # -- the code layer -------------------------------------------------------------------
+
+    def register(
+        self,
+        key: str,
+        fn: Callable[..., Any] | Handler,
+        *,
+        name: str | None = None,
+        timeout_s: float | None = None,
+    ) -> Handler:
+        """Register ``fn`` for ``key`` (``type:action``, ``type`` or ``*``); survives reloads.
+
+        Raises ``EventKeyError`` for an unknown event type and ``HandlerSignatureError`` for a
+        callable that cannot take ``(event)`` or ``(event, ctx)``.
+        """
+        parse_event_key(key)
+        if isinstance(fn, Handler):
+            handler = fn
+        else:
+            hook = name or str(getattr(fn, "__qualname__", None) or repr(fn))
+            handler = make_handler(fn, hook=hook, timeout_s=timeout_s)
+        self._code.setdefault(key, []).append(handler)
+        self._plans = {}
+        return handler
+
+    def unregister(self, key: str, fn: Callable[..., Any] | Handler) -> bool:
+        """Remove a code handler registered for ``key``; False when it was not there."""
+        handlers = self._code.get(key, [])
+        for i, handler in enumerate(handlers):
+            if handler is fn or handler.call is fn:
+                del handlers[i]
+                if not handlers:
+                    del self._code[key]
+                self._plans = {}
+                return True
+        return False
+
+    def clear_code_hooks(self) -> None:
+        self._code = {}
+        self._plans = {}
+
+    # -- the file layer -------------------------------------------------------------------
+
+    def set_file_hooks(self, hooks: Iterable[tuple[Handler, Sequence[str]]]) -> None:
+        """Replace every file hook at once with ``(handler, event keys)`` pairs in load order."""
+        by_key: dict[str, list[Handler]] = {}
+        for handler, keys in hooks:
+            for key in dict.fromkeys(keys):  # a key listed twice still runs the handler once
+                by_key.setdefault(key, []).append(handler)
+        files = {key: tuple(handlers) for key, handlers in by_key.items()}
+        # One pair of assignments with no await in between: a dispatch sees old or new.
+        self._files, self._plans = files, {}
+
+    def file_hook_keys(self) -> dict[str, tuple[str, ...]]:
+        """Event key -> names of the file hooks registered for it, in load order."""
+        return {key: tuple(h.hook for h in hs) for key, hs in self._files.items()}
+
+    # -- dispatch -------------------------------------------------------------------------
+
+    def plan(self, event_type: str, key: str) -> tuple[Handler, ...]:
+        """The ordered handlers for an event: specific, then type, then ``*``."""
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = tuple(
+                itertools.chain.from_iterable(
+                    (*self._code.get(k, ()), *self._files.get(k, ()))
+                    for k in dict.fromkeys((key, event_type, "*"))
+                )
+            )
+            self._plans[key] = plan
+        return plan
+
+    def has_handlers(self, event_type: str, key: str) -> bool:
+        return bool(self.plan(event_type, key))
+
+    def _thread_limiter(self) -> CapacityLimiter:
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self._hook_threads)
+        return self._limiter
+
+    async def dispatch(self, event: HookEvent) -> DispatchReport:
+        """Run every handler for ``event`` in order; failures are logged and counted, never
+        raised. Returns a :class:`DispatchReport`; replies are in ``event.messages``."""
+        plan = self._plans.get(f"{event.type}:{event.action}") or self.plan(
+            event.type, f"{event.type}:{event.action}"
+        )
+        errors = timeouts = 0
+        cancelled = anyio.get_cancelled_exc_class()
+        for handler in plan:
+            timeout_s = handler.timeout_s or self.default_timeout_s
+            if handler.kind is HandlerKind.ASYNC:
+                # Step the coroutine by hand: most handlers finish without suspending, and
+                # those need no cancel scope. Only a handler that suspends gets a timeout.
+                try:
+                    coro = handler.invoke(event)
+                    yielded = coro.send(None)
+                except StopIteration:
+                    continue
+                except cancelled:
+                    raise
+                except BaseException as exc:
+                    report_failure(handler, event, exc)
+                    errors += 1
+                    continue
+                outcome = await finish_async(handler, event, coro, yielded, timeout_s)
+            elif handler.kind is HandlerKind.SYNC:
+                outcome = await run_sync(handler, event, timeout_s, self._thread_limiter())
+            else:
+                outcome = await run_command(handler, event, timeout_s)
+            if outcome is Outcome.ERROR:
+                errors += 1
+            elif outcome is Outcome.TIMEOUT:
+                timeouts += 1
+        stats = self.stats
+        stats.events += 1
+        stats.handlers += len(plan)
+        stats.errors += errors
+        stats.timeouts += timeouts
+        return DispatchReport(len(plan), errors, timeouts)
+
+
+default_registry = HookRegistry()
+"""The process-wide registry the gateway dispatches through and hook authors register into."""
+
+
+def register_hook(
+    key: str, fn: Callable[..., Any], *, name: str | None = None, timeout_s: float | None = None
+) -> Handler:
+    """Register ``fn`` for ``key`` in the default registry; it survives every reload."""
+    return default_registry.register(key, fn, name=name, timeout_s=timeout_s)
+
+
+def unregister_hook(key: str, fn: Callable[..., Any] | Handler) -> bool:
+    """Remove a handler registered with :func:`register_hook`."""
+    return default_registry.unregister(key, fn)

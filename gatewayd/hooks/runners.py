@@ -1,0 +1,212 @@
+"""Running one handler under its timeout: async coroutines, sync functions, command hooks.
+
+Every runner returns an :class:`Outcome` and never raises for a handler's own failure (an
+exception, ``SystemExit``, a timeout, a non-zero exit); only cancellation from outside passes
+through. The dispatcher (``registry.py``) starts async handlers itself and only calls
+:func:`finish_async` for the ones that actually suspend, so a handler that completes without
+awaiting anything costs no cancel scope at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import types
+from collections.abc import Coroutine, Generator
+from enum import Enum
+from typing import Any
+
+import anyio
+import structlog
+from anyio import CapacityLimiter
+
+from gatewayd.hooks.events import HookEvent
+from gatewayd.hooks.handlers import Handler
+
+log = structlog.get_logger("gatewayd.hooks")
+
+MAX_COMMAND_OUTPUT = 1 << 20  # bytes kept from a command hook's stdout (and stderr)
+
+
+class Outcome(Enum):
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, Any], yielded: Any) -> Generator[Any, Any, None]:
+    """Continue a coroutine that was already stepped once by hand, inside the caller's task.
+
+    The first ``send(None)`` happened in the dispatcher; ``yielded`` is what it suspended on.
+    From here every value and exception the task delivers is passed straight through.
+    """
+    while True:
+        try:
+            sent = yield yielded
+        except BaseException as exc:  # cancellation included: hand it to the handler
+            try:
+                yielded = coro.throw(exc)
+            except StopIteration:
+                return
+        else:
+            try:
+                yielded = coro.send(sent)
+            except StopIteration:
+                return
+
+
+def report_failure(handler: Handler, event: HookEvent, exc: BaseException) -> Outcome:
+    """Log a handler's exception with the hook and event, and return ``Outcome.ERROR``."""
+    log.error(
+        "hook.error",
+        hook=handler.hook,
+        event_key=event.key,
+        session_key=event.session_key,
+        error=f"{type(exc).__name__}: {exc}",
+        exc_info=exc,
+    )
+    return Outcome.ERROR
+
+
+def report_timeout(handler: Handler, event: HookEvent, timeout_s: float) -> Outcome:
+    log.error(
+        "hook.timeout",
+        hook=handler.hook,
+        event_key=event.key,
+        session_key=event.session_key,
+        timeout_ms=round(timeout_s * 1000),
+        fix=f"make the handler faster or raise hooks.entries.{handler.hook}.timeoutMs",
+    )
+    return Outcome.TIMEOUT
+
+
+async def finish_async(
+    handler: Handler,
+    event: HookEvent,
+    coro: Coroutine[Any, Any, Any],
+    yielded: Any,
+    timeout_s: float,
+) -> Outcome:
+    """Drive an async handler that suspended on its first step, bounded by ``timeout_s``."""
+    cancelled = anyio.get_cancelled_exc_class()
+    try:
+        with anyio.move_on_after(timeout_s) as scope:
+            await _resume(coro, yielded)
+    except cancelled:
+        raise
+    except BaseException as exc:  # SystemExit / KeyboardInterrupt from a handler included
+        return report_failure(handler, event, exc)
+    if scope.cancelled_caught:
+        coro.close()
+        return report_timeout(handler, event, timeout_s)
+    return Outcome.OK
+
+
+async def run_sync(
+    handler: Handler, event: HookEvent, timeout_s: float, limiter: CapacityLimiter
+) -> Outcome:
+    """Run a sync handler in a worker thread; on timeout the thread is abandoned, not joined."""
+    cancelled = anyio.get_cancelled_exc_class()
+    try:
+        with anyio.move_on_after(timeout_s) as scope:
+            await anyio.to_thread.run_sync(
+                handler.invoke, event, limiter=limiter, abandon_on_cancel=True
+            )
+    except cancelled:
+        raise
+    except BaseException as exc:
+        return report_failure(handler, event, exc)
+    if scope.cancelled_caught:
+        return report_timeout(handler, event, timeout_s)
+    return Outcome.OK
+
+
+def parse_command_output(stdout: str) -> list[str]:
+    """A command hook's reply: one JSON ``{"messages": [...]}`` object, or its non-empty lines."""
+    text = stdout.strip()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("messages"), list):
+            return [str(m) for m in data["messages"]]
+    return [line for line in stdout.splitlines() if line.strip()]
+
+
+async def _read_capped(stream: Any, sink: bytearray) -> None:
+    async for chunk in stream:
+        if len(sink) < MAX_COMMAND_OUTPUT:
+            sink.extend(chunk[: MAX_COMMAND_OUTPUT - len(sink)])
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+async def run_command(handler: Handler, event: HookEvent, timeout_s: float) -> Outcome:
+    """Run an executable hook: event JSON on stdin, replies from stdout, its group killed on
+    timeout or cancellation."""
+    assert handler.command is not None
+    env = {
+        **os.environ,
+        **handler.env,
+        "ELIZA_HOOK_NAME": handler.hook,
+        "ELIZA_EVENT": event.key,
+        "ELIZA_SESSION_KEY": event.session_key,
+    }
+    payload = json.dumps(event.to_json(), default=str).encode() + b"\n"
+    stdout, stderr = bytearray(), bytearray()
+    cancelled = anyio.get_cancelled_exc_class()
+    try:
+        process = await anyio.open_process(
+            [str(handler.command)],
+            env=env,
+            cwd=handler.command.parent,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return report_failure(handler, event, exc)
+    try:
+        with anyio.move_on_after(timeout_s) as scope:
+            async with anyio.create_task_group() as tg:
+                assert process.stdout and process.stderr and process.stdin
+                tg.start_soon(_read_capped, process.stdout, stdout)
+                tg.start_soon(_read_capped, process.stderr, stderr)
+                # A hook that never reads stdin is allowed.
+                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    await process.stdin.send(payload)
+                await process.stdin.aclose()
+                await process.wait()
+    except cancelled:
+        _kill_group(process.pid)
+        with anyio.CancelScope(shield=True):
+            await process.aclose()
+        raise
+    except BaseException as exc:
+        _kill_group(process.pid)
+        with anyio.CancelScope(shield=True):
+            await process.aclose()
+        return report_failure(handler, event, exc)
+    if scope.cancelled_caught:
+        _kill_group(process.pid)
+        with anyio.CancelScope(shield=True):
+            await process.aclose()
+        return report_timeout(handler, event, timeout_s)
+    await process.aclose()
+    if process.returncode != 0:
+        log.error(
+            "hook.command_failed",
+            hook=handler.hook,
+            event_key=event.key,
+            command=str(handler.command),
+            exit_code=process.returncode,
+            stderr=stderr.decode(errors="replace")[-2000:],
+        )
+        return Outcome.ERROR
+    event.messages.extend(parse_command_output(stdout.decode(errors="replace")))
+    return Outcome.OK
