@@ -1,0 +1,55 @@
+"""boot-md: deliver ``<workspace>/BOOT.md`` as an inbound message when the gateway starts.
+
+The gateway passes itself as ``context["gateway"]``; its ``deliver(..., wait=False)`` queues the
+message and returns at once. Waiting here would deadlock: ``gateway:startup`` is being dispatched
+by the same dispatcher that has to process the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+BOOT_FILE = "BOOT.md"
+SESSION_KEY = "agent:main:boot"
+SENDER_ID = "boot-md"
+CHANNEL = "boot"
+MAX_BYTES = 1 << 20  # the control channel's limit for one message line
+
+
+def read_boot_file(path: Path) -> str | None:
+    """The file's text, or ``None`` when it does not exist; raises ``ValueError`` over 1 MiB."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    if len(data) > MAX_BYTES:
+        raise ValueError(f"{path} is over {MAX_BYTES} bytes; shorten it")
+    return data.decode("utf-8", errors="replace")
+
+
+async def handler(event: Any, ctx: Any) -> None:
+    """Deliver BOOT.md for this ``gateway:startup``; logs ran / skipped / failed, never raises."""
+    context: Mapping[str, Any] = event.context or {}
+    path = Path(context.get("workspaceDir") or ctx.workspace_dir) / BOOT_FILE
+    try:
+        text = read_boot_file(path)
+        if text is None:
+            ctx.log.info("boot_md.skipped", reason="missing", path=str(path))
+            return
+        if not text.strip():
+            ctx.log.info("boot_md.skipped", reason="empty", path=str(path))
+            return
+        gateway = context.get("gateway")
+        if gateway is None:
+            raise RuntimeError(
+                "the event has no context['gateway'] to deliver through "
+                "(gateway:startup fired by hand with `gatewayd trigger`?)"
+            )
+        await gateway.deliver(SESSION_KEY, text, sender_id=SENDER_ID, channel=CHANNEL, wait=False)
+    except Exception as exc:
+        ctx.log.error("boot_md.failed", path=str(path), error=f"{type(exc).__name__}: {exc}")
+        return
+    ctx.log.info("boot_md.ran", path=str(path), bytes=len(text.encode()), session_key=SESSION_KEY)

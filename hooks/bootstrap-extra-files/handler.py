@@ -1,0 +1,151 @@
+"""bootstrap-extra-files: add glob-matched bootstrap files to ``agent:bootstrap``.
+
+A plain (sync) handler, run in a worker thread: it reads files. It builds the new list aside and
+swaps it into ``context["bootstrapFiles"]`` in one slice assignment at the end, so a failure
+half-way leaves the gateway's list untouched. Every candidate is checked three ways: its basename
+is a standard bootstrap name, its real path is inside the workspace's real path (checked again on
+the opened descriptor, so a directory swapped for a symlink after the check is still caught), and
+it is a regular file of at most 2 MiB.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import stat
+from collections.abc import Mapping, MutableSequence
+from pathlib import Path
+from typing import Any
+
+STANDARD_NAMES = frozenset(
+    {
+        "AGENTS.md",
+        "SOUL.md",
+        "TOOLS.md",
+        "IDENTITY.md",
+        "USER.md",
+        "HEARTBEAT.md",
+        "BOOTSTRAP.md",
+        "MEMORY.md",
+        "memory.md",
+    }
+)
+MINIMAL_NAMES = frozenset({"AGENTS.md", "TOOLS.md", "SOUL.md", "IDENTITY.md", "USER.md"})
+"""What subagent and cron sessions keep."""
+MAX_BYTES = 2 * 1024 * 1024
+SETTING_KEYS = ("paths", "patterns", "files")
+
+
+class Refused(Exception):
+    """A matched path that may not be added; the message is the reason."""
+
+
+def is_minimal_session(session_key: str) -> bool:
+    return ":subagent:" in session_key or ":cron:" in session_key
+
+
+def configured_globs(ctx: Any) -> list[str]:
+    """The entry's ``paths``, ``patterns`` and ``files``, in that order; bad settings logged."""
+    globs: list[str] = []
+    for key in SETTING_KEYS:
+        value = ctx.config.get(key)
+        if value is None:
+            continue
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            ctx.log.warning(
+                "bootstrap_extra_files.bad_setting",
+                key=f"hooks.entries.{ctx.hook_key}.{key}",
+                value=value,
+                fix="use a list of globs relative to the workspace",
+            )
+            continue
+        globs += [v for v in value if v.strip()]
+    return globs
+
+
+def expand(workspace: Path, pattern: str) -> list[str]:
+    """Absolute paths matched by ``pattern`` (relative to ``workspace``), sorted."""
+    if not glob.has_magic(pattern):
+        return [os.path.join(workspace, pattern)]
+    matches = glob.glob(pattern, root_dir=workspace, recursive=True)
+    return sorted(os.path.join(workspace, m) for m in matches)
+
+
+def inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def read_checked(path: str, workspace_real: str) -> tuple[str, str]:
+    """``(real path, text)`` of an allowed bootstrap file; raises :class:`Refused` with why not."""
+    if os.path.basename(path) not in STANDARD_NAMES:
+        raise Refused("not a bootstrap file name (" + ", ".join(sorted(STANDARD_NAMES)) + ")")
+    real = os.path.realpath(path)
+    if not inside(real, workspace_real):
+        raise Refused(f"resolves to {real}, outside the workspace {workspace_real}")
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise Refused("not found") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise Refused("not a regular file")
+        opened = f"/proc/self/fd/{fd}"
+        if os.path.exists(opened) and not inside(os.readlink(opened), workspace_real):
+            raise Refused(f"moved outside the workspace while being opened ({os.readlink(opened)})")
+        data = f.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise Refused(f"larger than {MAX_BYTES} bytes (2 MiB)")
+    return real, data.decode("utf-8", errors="replace")
+
+
+def known_paths(files: list[Any]) -> set[str]:
+    """Real paths of the entries already in the list."""
+    paths = set()
+    for entry in files:
+        if isinstance(entry, Mapping) and entry.get("path") and not entry.get("missing"):
+            paths.add(os.path.realpath(str(entry["path"])))
+    return paths
+
+
+def extend(files: list[Any], workspace: Path, globs: list[str], log: Any) -> None:
+    """Append the allowed files matched by ``globs`` to ``files``, skipping ones already there."""
+    workspace_real = os.path.realpath(workspace)
+    seen = known_paths(files)
+    for pattern in globs:
+        for path in expand(workspace, pattern):
+            try:
+                real, text = read_checked(path, workspace_real)
+            except (Refused, OSError) as why:
+                log.info("bootstrap_extra_files.refused", path=path, glob=pattern, reason=str(why))
+                continue
+            if real in seen:
+                continue
+            seen.add(real)
+            files.append(
+                {"name": os.path.basename(path), "path": path, "content": text, "missing": False}
+            )
+
+
+def handler(event: Any, ctx: Any) -> None:
+    """Extend and filter ``event.context["bootstrapFiles"]`` in place; never raises."""
+    try:
+        files = event.context.setdefault("bootstrapFiles", [])
+        if not isinstance(files, MutableSequence):
+            raise TypeError(f"context['bootstrapFiles'] is a {type(files).__name__}, not a list")
+        new = list(files)
+        globs = configured_globs(ctx)
+        if globs:
+            workspace = Path(event.context.get("workspaceDir") or ctx.workspace_dir)
+            extend(new, workspace, globs, ctx.log)
+        if is_minimal_session(event.session_key):
+            new = [f for f in new if isinstance(f, Mapping) and f.get("name") in MINIMAL_NAMES]
+        files[:] = new
+    except Exception as exc:
+        ctx.log.error(
+            "bootstrap_extra_files.failed",
+            session_key=event.session_key,
+            error=f"{type(exc).__name__}: {exc}",
+        )

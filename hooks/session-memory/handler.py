@@ -1,0 +1,181 @@
+"""session-memory: on ``/new`` and ``/reset``, save the ending session to ``<workspace>/memory/``.
+
+A plain (sync) handler: the dispatcher runs it in a worker thread, so reading the transcript and
+writing the file never block the event loop. The file is written to a temporary name and then
+hard-linked to the first free ``<date>-<slug>[-N].md``: the link fails instead of replacing an
+existing file, so concurrent sessions ending at once can never overwrite each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import tempfile
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MESSAGES = 15
+SLUG_MAX = 30
+ROLES = ("user", "assistant")
+
+
+@dataclass
+class Conversation:
+    """The part of a transcript this hook keeps: the first user text and the last messages."""
+
+    first_user_text: str | None = None
+    last: deque[tuple[str, str]] = field(default_factory=deque)
+
+
+def message_text(record: Mapping[str, Any]) -> str:
+    """The text of a transcript record: ``text``, or ``content`` as a string or a list of parts."""
+    text = record.get("text")
+    if text is None:
+        text = record.get("content")
+    if isinstance(text, list):
+        text = "\n".join(
+            str(part.get("text", "")) if isinstance(part, Mapping) else str(part) for part in text
+        )
+    return "" if text is None else str(text)
+
+
+def read_conversation(lines: Iterable[str], keep: int) -> Conversation:
+    """User and assistant messages of a JSON-lines transcript, slash commands and junk skipped."""
+    conv = Conversation(last=deque(maxlen=keep))
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a torn last line of a live transcript, or a stray non-JSON line
+        if not isinstance(record, Mapping) or record.get("role") not in ROLES:
+            continue
+        text = message_text(record).strip()
+        if not text or (record["role"] == "user" and text.startswith("/")):
+            continue
+        if record["role"] == "user" and conv.first_user_text is None:
+            conv.first_user_text = text
+        conv.last.append((record["role"], text))
+    return conv
+
+
+def slugify(text: str | None, fallback: str) -> str:
+    """Lowercase ``[a-z0-9-]`` from the first words of ``text``, at most 30 chars, else fallback."""
+    words = re.sub(r"[^a-z0-9]+", "-", (text or "").lower()).strip("-")
+    if len(words) > SLUG_MAX:
+        cut = words[: SLUG_MAX + 1]  # one more, to see whether the cut falls between two words
+        words = cut[: cut.rfind("-")] if "-" in cut else cut[:SLUG_MAX]
+    return words.strip("-") or fallback
+
+
+def render(
+    conv: Conversation, when: datetime, session_key: str, session_id: str, source: str
+) -> str:
+    """The Markdown memory file."""
+    lines = [
+        f"# Session {when:%Y-%m-%d %H:%M:%S} UTC",
+        "",
+        f"- Session key: {session_key}",
+        f"- Session id: {session_id}",
+        f"- Source: {source}",
+        "",
+        "## Conversation",
+        "",
+    ]
+    lines += [f"{role}: {text}" for role, text in conv.last]
+    return "\n".join(lines) + "\n"
+
+
+def write_new_file(directory: Path, stem: str, content: str) -> Path:
+    """Write ``content`` atomically to ``<stem>.md``, or ``<stem>-2.md``, ... : never overwrites."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".session-memory-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(content)
+            f.flush()
+            os.fsync(f.fileno())
+        n = 1
+        while True:
+            target = directory / (f"{stem}.md" if n == 1 else f"{stem}-{n}.md")
+            try:
+                os.link(tmp, target)  # fails if target exists: the no-overwrite rule, race-free
+                return target
+            except FileExistsError:
+                n += 1
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
+                    raise
+                # no hard links on this filesystem: claim the name, then move the content over it
+                try:
+                    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+                except FileExistsError:
+                    n += 1
+                    continue
+                os.replace(tmp, target)
+                return target
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def keep_setting(ctx: Any) -> int:
+    value = ctx.config.get("messages")
+    if value is None:
+        return DEFAULT_MESSAGES
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        ctx.log.warning(
+            "session_memory.bad_setting",
+            key=f"hooks.entries.{ctx.hook_key}.messages",
+            value=value,
+            using=DEFAULT_MESSAGES,
+            fix="set it to a positive integer",
+        )
+        return DEFAULT_MESSAGES
+    return value
+
+
+def save(event: Any, ctx: Any) -> None:
+    context: Mapping[str, Any] = event.context or {}
+    previous = context.get("previousSessionEntry")
+    previous = previous if isinstance(previous, Mapping) else {}
+    session_id = str(previous.get("sessionId") or context.get("sessionId") or "unknown")
+    transcript = context.get("sessionFile") or previous.get("sessionFile")
+    if not transcript:
+        transcript = Path(ctx.state_dir) / "sessions" / f"{session_id}.jsonl"
+    workspace = Path(context.get("workspaceDir") or ctx.workspace_dir)
+
+    try:
+        with open(transcript, encoding="utf-8", errors="replace") as f:
+            conv = read_conversation(f, keep_setting(ctx))
+    except FileNotFoundError:
+        ctx.log.info("session_memory.skipped", reason="no transcript", transcript=str(transcript))
+        return
+    if not conv.last:
+        ctx.log.info("session_memory.skipped", reason="empty session", session_id=session_id)
+        return
+
+    when = event.timestamp.astimezone(UTC)
+    stem = f"{when:%Y-%m-%d}-{slugify(conv.first_user_text, f'{when:%H%M}')}"
+    source = str(context.get("commandSource") or "unknown")
+    content = render(conv, when, event.session_key, session_id, source)
+    path = write_new_file(workspace / "memory", stem, content)
+    ctx.log.info("session_memory.saved", path=str(path), messages=len(conv.last))
+
+
+def handler(event: Any, ctx: Any) -> None:
+    """Save the ending session's conversation; never raises."""
+    try:
+        save(event, ctx)
+    except Exception as exc:
+        ctx.log.error(
+            "session_memory.failed",
+            session_key=event.session_key,
+            error=f"{type(exc).__name__}: {exc}",
+        )
