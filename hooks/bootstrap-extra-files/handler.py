@@ -88,14 +88,16 @@ def read_checked(path: str, workspace_real: str) -> tuple[str, str]:
         fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise Refused("not found") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise Refused("not a regular file")
-        opened = f"/proc/self/fd/{fd}"
+        opened = f"/proc/self/fd/{fd}"  # Linux: where the descriptor really points
         if os.path.exists(opened) and not inside(os.readlink(opened), workspace_real):
             raise Refused(f"moved outside the workspace while being opened ({os.readlink(opened)})")
-        data = f.read(MAX_BYTES + 1)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_BYTES + 1)
+    finally:
+        os.close(fd)
     if len(data) > MAX_BYTES:
         raise Refused(f"larger than {MAX_BYTES} bytes (2 MiB)")
     return real, data.decode("utf-8", errors="replace")

@@ -14,9 +14,9 @@ import json
 import os
 import re
 import tempfile
+import unicodedata
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,12 +26,14 @@ SLUG_MAX = 30
 ROLES = ("user", "assistant")
 
 
-@dataclass
 class Conversation:
     """The part of a transcript this hook keeps: the first user text and the last messages."""
 
-    first_user_text: str | None = None
-    last: deque[tuple[str, str]] = field(default_factory=deque)
+    # A plain class, not a dataclass: @dataclass looks its module up in sys.modules, and a hook
+    # module compiled by the loader need not be there.
+    def __init__(self, keep: int) -> None:
+        self.first_user_text: str | None = None
+        self.last: deque[tuple[str, str]] = deque(maxlen=keep)
 
 
 def message_text(record: Mapping[str, Any]) -> str:
@@ -48,7 +50,7 @@ def message_text(record: Mapping[str, Any]) -> str:
 
 def read_conversation(lines: Iterable[str], keep: int) -> Conversation:
     """User and assistant messages of a JSON-lines transcript, slash commands and junk skipped."""
-    conv = Conversation(last=deque(maxlen=keep))
+    conv = Conversation(keep)
     for line in lines:
         try:
             record = json.loads(line)
@@ -66,8 +68,12 @@ def read_conversation(lines: Iterable[str], keep: int) -> Conversation:
 
 
 def slugify(text: str | None, fallback: str) -> str:
-    """Lowercase ``[a-z0-9-]`` from the first words of ``text``, at most 30 chars, else fallback."""
-    words = re.sub(r"[^a-z0-9]+", "-", (text or "").lower()).strip("-")
+    """Lowercase ``[a-z0-9-]`` from the first words of ``text``, at most 30 chars, else fallback.
+
+    Accents are folded first (``Ünïcode`` -> ``unicode``); other characters become ``-``.
+    """
+    ascii_text = unicodedata.normalize("NFKD", text or "").encode("ascii", "ignore").decode()
+    words = re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")
     if len(words) > SLUG_MAX:
         cut = words[: SLUG_MAX + 1]  # one more, to see whether the cut falls between two words
         words = cut[: cut.rfind("-")] if "-" in cut else cut[:SLUG_MAX]
