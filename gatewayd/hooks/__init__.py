@@ -7,6 +7,7 @@ Hook authors import what they need from here::
 
 from gatewayd.hooks.events import EVENT_TYPES, EventKeyError, HookEvent, create_hook_event
 from gatewayd.hooks.handlers import Handler, HandlerKind, HandlerSignatureError, HookContext
+from gatewayd.hooks.loader import HookRecord, LoadResult, build_hooks, hooks_listing, load_hooks
 from gatewayd.hooks.registry import (
     DispatchReport,
     HookRegistry,
@@ -24,9 +25,14 @@ __all__ = [
     "HandlerSignatureError",
     "HookContext",
     "HookEvent",
+    "HookRecord",
     "HookRegistry",
+    "LoadResult",
+    "build_hooks",
     "create_hook_event",
     "default_registry",
+    "hooks_listing",
+    "load_hooks",
     "register_hook",
     "unregister_hook",
 ]

@@ -1,0 +1,193 @@
+"""Finding hooks on disk: the roots, the hook directories in them, and who wins a name conflict.
+
+Roots, lowest precedence first (DESIGN.md section 3): ``hooks.load.extraDirs`` (each must resolve
+under the state dir, else it is rejected with a reason), the bundled hooks, the managed hooks
+(``<state>/hooks``) and the workspace hooks (``<workspace>/hooks``). A root that does not exist
+is simply empty.
+
+A hook is an immediate subdirectory of a root holding ``HOOK.md``; entries are taken in sorted
+order (dot-directories are ignored). Its name is the manifest's ``name``, or the directory name
+when the manifest is unreadable, so that a broken override still claims its name and is seen as
+broken instead of the lower-precedence hook running in its place. A later root wins a conflict
+and the loser is marked shadowed; two same-name hooks in one root: the first (sorted) wins.
+
+Handler lookup, first match wins: ``handler.py``, ``handler`` (executable), ``index.py``,
+``index`` (executable) -- a few ``stat`` calls per hook, no directory walk.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from gatewayd.config import Config
+from gatewayd.hooks.metadata import HookManifest, ManifestError, read_manifest
+
+SOURCES: Final = ("extra", "bundled", "managed", "workspace")
+"""Root sources in precedence order, lowest first."""
+
+HANDLER_FILES: Final = (
+    ("handler.py", False),
+    ("handler", True),
+    ("index.py", False),
+    ("index", True),
+)
+"""Handler file names in lookup order, and whether each must be executable (a command hook)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HookRoot:
+    """One directory hooks are discovered in."""
+
+    source: str
+    """``extra``, ``bundled``, ``managed`` or ``workspace``."""
+    path: Path
+    real: Path
+    """``os.path.realpath`` of ``path`` (computed even when it does not exist)."""
+
+
+@dataclass(slots=True)
+class FoundHook:
+    """One hook directory, its parsed manifest (or why not), and whether it is shadowed."""
+
+    root: HookRoot
+    path: Path
+    manifest: HookManifest | None
+    errors: list[str]
+    """Why the ``HOOK.md`` is unusable (empty when ``manifest`` is set)."""
+    handler: Path | None
+    command: bool
+    """True when the handler is an executable (a command hook), not a Python file."""
+    handler_problem: str | None
+    """Why no handler was found, when ``handler`` is None."""
+    shadowed_by: str | None = None
+    """Why another hook wins this one's name, when it does."""
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name if self.manifest else self.path.name
+
+
+@dataclass(slots=True)
+class Discovery:
+    """Every hook found, in load order (root precedence, then sorted), and rejected roots."""
+
+    roots: list[HookRoot]
+    hooks: list[FoundHook]
+    rejected_roots: list[str] = field(default_factory=list)
+
+
+def _inside(path: Path, parent: Path) -> bool:
+    return path == parent or path.is_relative_to(parent)
+
+
+def hook_roots(config: Config) -> tuple[list[HookRoot], list[str]]:
+    """The roots in precedence order (lowest first), and a reason per rejected extraDir."""
+    paths = config.paths
+    state_real = Path(os.path.realpath(paths.state))
+    roots: list[HookRoot] = []
+    rejected: list[str] = []
+    for raw in config.settings.hooks.load.extra_dirs:
+        path = Path(os.path.expanduser(raw))
+        if not path.is_absolute():
+            path = paths.state / path
+        real = Path(os.path.realpath(path))
+        if not _inside(real, state_real):
+            rejected.append(
+                f"hooks.load.extraDirs: {raw} resolves to {real}, outside the state dir "
+                f"{state_real}; move it (or a symlink to it) under the state dir"
+            )
+            continue
+        roots.append(HookRoot("extra", path, real))
+    for source, path in (
+        ("bundled", paths.bundled_hooks),
+        ("managed", paths.managed_hooks),
+        ("workspace", paths.workspace_hooks),
+    ):
+        roots.append(HookRoot(source, path, Path(os.path.realpath(path))))
+    return roots, rejected
+
+
+def find_handler(hook_dir: Path) -> tuple[Path | None, bool, str | None]:
+    """``(handler, is_command, problem)`` for a hook directory; see :data:`HANDLER_FILES`."""
+    not_executable: list[str] = []
+    for filename, executable in HANDLER_FILES:
+        candidate = hook_dir / filename
+        try:
+            st = os.stat(candidate)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        if executable and not st.st_mode & 0o111:
+            not_executable.append(filename)
+            continue
+        return candidate, executable, None
+    problem = (
+        f"no handler in {hook_dir}: expected handler.py, handler (executable), index.py "
+        "or index (executable)"
+    )
+    if not_executable:
+        names = " and ".join(not_executable)
+        problem += f"; {names} exists but is not executable (chmod +x it)"
+    return None, False, problem
+
+
+def _entries(root: HookRoot) -> Iterator[Path]:
+    try:
+        names = sorted(os.listdir(root.path))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for name in names:
+        if name.startswith(".") or name == "__pycache__":
+            continue
+        hook_dir = root.path / name
+        if os.path.isfile(hook_dir / "HOOK.md"):
+            yield hook_dir
+
+
+def scan(root: HookRoot) -> list[FoundHook]:
+    """The hooks in one root, in sorted order, with manifests parsed and handlers looked up."""
+    found = []
+    for hook_dir in _entries(root):
+        hook_md = hook_dir / "HOOK.md"
+        manifest: HookManifest | None = None
+        errors: list[str] = []
+        try:
+            manifest = read_manifest(hook_md, source=str(hook_md))
+        except ManifestError as exc:
+            errors = exc.errors
+        handler, command, problem = find_handler(hook_dir)
+        found.append(FoundHook(root, hook_dir, manifest, errors, handler, command, problem))
+    return found
+
+
+def discover(config: Config) -> Discovery:
+    """Scan every root and resolve name conflicts; nothing is imported."""
+    roots, rejected = hook_roots(config)
+    hooks: list[FoundHook] = []
+    winner: dict[str, FoundHook] = {}
+    for root in roots:
+        in_root: dict[str, FoundHook] = {}
+        for hook in scan(root):
+            hooks.append(hook)
+            first = in_root.get(hook.name)
+            if first is not None:
+                hook.shadowed_by = (
+                    f"duplicate name {hook.name!r} in the {root.source} root: "
+                    f"{first.path} comes first and wins"
+                )
+                continue
+            in_root[hook.name] = hook
+            previous = winner.get(hook.name)
+            if previous is not None:
+                previous.shadowed_by = (
+                    f"shadowed by the {root.source} hook at {hook.path} "
+                    f"(a later root wins a name conflict)"
+                )
+            winner[hook.name] = hook
+    return Discovery(roots, hooks, rejected)

@@ -1,0 +1,121 @@
+"""Can a hook run here? The ``os`` / ``requires`` checks of DESIGN.md section 3.
+
+``os`` is always checked (``sys.platform`` mapped to ``darwin|linux|win32``); unless the hook says
+``always: true``, so are ``requires.bins`` (each on PATH and executable), ``requires.anyBins`` (at
+least one), ``requires.env`` (non-empty in the process env or in ``hooks.entries.<hookKey>.env``)
+and ``requires.config`` (the dot path is truthy in the effective config: ``0``, ``""``,
+``false``, an empty list or map, and a missing key all fail). Each failure is one reason string,
+worded exactly as ``hooks list --verbose`` shows it, and the missing names are also broken down
+by kind for ``--json``.
+
+One :class:`EligibilityChecker` serves a whole load: the effective config is dumped once and
+PATH lookups are cached, so checking a thousand hooks costs a thousand dict lookups, not a
+thousand config dumps.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gatewayd.config import HookEntry
+from gatewayd.hooks.metadata import HookManifest
+
+MISSING_KINDS = ("bins", "anyBins", "env", "config", "os")
+
+
+def current_platform(platform: str = sys.platform) -> str:
+    """``sys.platform`` as HOOK.md names it: ``darwin``, ``linux`` or ``win32``."""
+    if platform.startswith("linux"):
+        return "linux"
+    if platform in ("win32", "cygwin", "msys"):
+        return "win32"
+    return platform
+
+
+def empty_missing() -> dict[str, list[str]]:
+    return {kind: [] for kind in MISSING_KINDS}
+
+
+@dataclass(frozen=True, slots=True)
+class Eligibility:
+    """The outcome for one hook: eligible or not, why not, and what is missing by kind."""
+
+    eligible: bool
+    reasons: list[str]
+    missing: dict[str, list[str]]
+    """Keys ``bins``, ``anyBins``, ``env``, ``config``, ``os``; each a list (often empty)."""
+
+
+def lookup_dotted(data: Mapping[str, Any], dotted: str) -> Any:
+    """The value at a dot path, or None. A key may itself contain dots (``hooks.entries.a.b.x``
+    finds entry ``a.b`` when there is one): the longest matching key wins at each level."""
+    node: Any = data
+    parts = dotted.split(".")
+    i = 0
+    while i < len(parts):
+        if not isinstance(node, Mapping):
+            return None
+        for j in range(len(parts), i, -1):
+            key = ".".join(parts[i:j])
+            if key in node:
+                node = node[key]
+                i = j
+                break
+        else:
+            return None
+    return node
+
+
+class EligibilityChecker:
+    """Checks hooks against one effective config, environment, PATH and platform."""
+
+    def __init__(
+        self,
+        effective: Mapping[str, Any],
+        *,
+        environ: Mapping[str, str] | None = None,
+        platform: str | None = None,
+    ) -> None:
+        self._effective = effective
+        self._environ = os.environ if environ is None else environ
+        self._path = self._environ.get("PATH", os.defpath)
+        self._platform = current_platform(platform or sys.platform)
+        self._which: dict[str, bool] = {}
+
+    def has_bin(self, name: str) -> bool:
+        """True when ``name`` is an executable file on PATH (cached for this checker)."""
+        found = self._which.get(name)
+        if found is None:
+            found = self._which[name] = shutil.which(name, path=self._path) is not None
+        return found
+
+    def check(self, manifest: HookManifest, entry: HookEntry) -> Eligibility:
+        """Check one hook; ``entry`` is its ``hooks.entries.<hookKey>`` (env counts there too)."""
+        reasons: list[str] = []
+        missing = empty_missing()
+        if manifest.os and self._platform not in manifest.os:
+            reasons.append(f"OS: requires {', '.join(manifest.os)}, current: {self._platform}")
+            missing["os"] = list(manifest.os)
+        if not manifest.always:
+            req = manifest.requires
+            for name in req.bins:
+                if not self.has_bin(name):
+                    reasons.append(f"Binary missing: {name}")
+                    missing["bins"].append(name)
+            if req.any_bins and not any(self.has_bin(name) for name in req.any_bins):
+                reasons.append(f"None of: {', '.join(req.any_bins)}")
+                missing["anyBins"] = list(req.any_bins)
+            for name in req.env:
+                if not (self._environ.get(name) or entry.env.get(name)):
+                    reasons.append(f"Env missing: {name}")
+                    missing["env"].append(name)
+            for dotted in req.config:
+                if not lookup_dotted(self._effective, dotted):
+                    reasons.append(f"Config missing: {dotted}")
+                    missing["config"].append(dotted)
+        return Eligibility(not reasons, reasons, missing)

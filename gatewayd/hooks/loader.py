@@ -1,0 +1,533 @@
+"""Loading hooks: discover -> check -> enable -> path safety -> import -> validate -> register.
+
+:func:`build_hooks` does all of it for one config and returns a :class:`LoadResult` without
+touching any registry, so the daemon can run it in a worker thread and then
+:meth:`LoadResult.apply` it on the event loop in one atomic swap. :func:`load_hooks` is both
+steps plus the log lines. :func:`hooks_listing` is the ``gatewayd hooks list --json`` document
+(also the control channel's ``hooks`` op).
+
+Every hook found gets a :class:`HookRecord` with one status, checked in this order:
+
+``invalid``    HOOK.md unreadable or a field of the wrong type (reasons name file and field);
+``shadowed``   a later root, or an earlier sibling in the same root, has the same name;
+``ineligible`` an ``os`` / ``requires`` check failed (reasons as in ``eligibility.py``);
+``disabled``   ``hooks.entries.<hookKey>.enabled: false``, or ``hooks.enabled: false``;
+``skipped``    no events: its code is never imported;
+``failed``     no handler, an unsafe path, its module raised, or the export is wrong;
+``ready``      registered.
+
+``skipped`` in the summary lists the invalid, shadowed, ineligible, disabled and event-less hooks;
+``failed`` lists the failed ones: ``discovered == registered + len(skipped) + len(failed)``.
+
+Legacy handlers listed in ``hooks.handlers`` (``{event, module, export}``) load the same way with
+source ``config``; their module must resolve inside the managed, bundled or workspace hook root.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import traceback
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from gatewayd.config import Config, HookEntry, LegacyHandler
+from gatewayd.hooks.discovery import Discovery, FoundHook, HookRoot, discover
+from gatewayd.hooks.eligibility import EligibilityChecker, empty_missing
+from gatewayd.hooks.events import EventKeyError, parse_event_key
+from gatewayd.hooks.handlers import (
+    Handler,
+    HandlerKind,
+    HandlerSignatureError,
+    HookContext,
+    make_handler,
+)
+from gatewayd.hooks.importer import UnsafePathError, check_file, importer, package_name
+from gatewayd.hooks.registry import HookRegistry
+
+log = structlog.get_logger("gatewayd.hooks")
+
+_BUILD_LOCK = threading.Lock()  # one build at a time: the importer's packages are global
+
+
+@dataclass
+class HookRecord:
+    """One discovered hook, as ``gatewayd hooks list --json`` shows it."""
+
+    name: str
+    hook_key: str
+    description: str
+    emoji: str | None
+    source: str
+    """``extra``, ``bundled``, ``managed``, ``workspace`` or ``config`` (``hooks.handlers``)."""
+    path: str
+    handler: str | None
+    events: list[str]
+    status: str
+    """``ready``, ``disabled``, ``ineligible``, ``failed``, ``shadowed``, ``skipped`` (no
+    events) or ``invalid`` (unusable HOOK.md)."""
+    eligible: bool
+    enabled: bool
+    reasons: list[str]
+    missing: dict[str, list[str]]
+    warnings: list[str] = field(default_factory=list)
+    """Problems that do not stop the hook (unknown keys in its metadata)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON form (camelCase keys)."""
+        return {
+            "name": self.name,
+            "hookKey": self.hook_key,
+            "description": self.description,
+            "emoji": self.emoji,
+            "source": self.source,
+            "path": self.path,
+            "handler": self.handler,
+            "events": list(self.events),
+            "status": self.status,
+            "eligible": self.eligible,
+            "enabled": self.enabled,
+            "reasons": list(self.reasons),
+            "missing": {k: list(v) for k, v in self.missing.items()},
+            "warnings": list(self.warnings),
+        }
+
+    def summary_line(self) -> str:
+        """``name: reason; reason`` as the ``skipped`` / ``failed`` lists hold it."""
+        return f"{self.name}: {'; '.join(self.reasons) or self.status}"
+
+
+SKIPPED_STATUSES = frozenset({"invalid", "shadowed", "ineligible", "disabled", "skipped"})
+
+
+@dataclass
+class LoadResult:
+    """What one load found and built; see :meth:`summary` and :meth:`apply`."""
+
+    discovered: int
+    eligible: int
+    registered: int
+    skipped: list[str]
+    failed: list[str]
+    records: list[HookRecord]
+    handlers: list[tuple[Handler, list[str]]]
+    """Ready file hooks and their event keys, in load order (for ``set_file_hooks``)."""
+    rejected_roots: list[str] = field(default_factory=list)
+    """``hooks.load.extraDirs`` entries refused because they resolve outside the state dir."""
+
+    def summary(self) -> dict[str, Any]:
+        """``{discovered, eligible, registered, skipped, failed}`` (the ``reload`` reply)."""
+        return {
+            "discovered": self.discovered,
+            "eligible": self.eligible,
+            "registered": self.registered,
+            "skipped": list(self.skipped),
+            "failed": list(self.failed),
+        }
+
+    def apply(self, registry: HookRegistry, config: Config) -> None:
+        """Swap these file hooks into ``registry`` (code hooks stay) and log the outcome.
+
+        Call it on the event loop: it is one atomic swap plus the log lines, no I/O.
+        """
+        registry.default_timeout_s = config.settings.hooks.timeout_ms / 1000
+        registry.set_file_hooks(self.handlers)
+        self.log()
+
+    def log(self) -> None:
+        """One line per hook that is not ready (and per warning), then one summary line."""
+        for problem in self.rejected_roots:
+            log.warning("hooks.root_rejected", reason=problem)
+        for record in self.records:
+            for warning in record.warnings:
+                log.warning("hook.warning", hook=record.name, warning=warning)
+            if record.status == "ready":
+                continue
+            level: Callable[..., Any] = {
+                "failed": log.error,
+                "invalid": log.warning,
+                "disabled": log.debug,
+            }.get(record.status, log.info)
+            level(
+                f"hook.{record.status}", hook=record.name, path=record.path, reasons=record.reasons
+            )
+        log.info(
+            "hooks.loaded",
+            discovered=self.discovered,
+            eligible=self.eligible,
+            registered=self.registered,
+            skipped=len(self.skipped),
+            failed=len(self.failed),
+        )
+
+
+class _Failure(Exception):
+    """A hook that cannot be loaded; the message is its reason."""
+
+
+def _where(exc: BaseException, directory: Path) -> str:
+    """``file:line`` of the innermost frame of ``exc`` inside the hook directory."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{exc.filename}:{exc.lineno}"
+    inside = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if os.path.realpath(frame.filename).startswith(str(directory) + os.sep)
+    ]
+    if inside:
+        return f"{inside[-1].filename}:{inside[-1].lineno}"
+    return str(directory)
+
+
+def _import_error(exc: BaseException, directory: Path) -> str:
+    if isinstance(exc, UnsafePathError):
+        return str(exc)
+    if isinstance(exc, SyntaxError):
+        return f"{_where(exc, directory)}: SyntaxError: {exc.msg}"
+    where, kind, detail = _where(exc, directory), type(exc).__name__, str(exc)
+    return f"{where}: {kind}: {detail}" if detail else f"{where}: {kind}"
+
+
+def _export(module: types.ModuleType, export: str | None, handler_file: Path) -> tuple[Any, str]:
+    """The handler callable named by ``export`` and the attribute name it came from."""
+    if export in (None, "default"):
+        for attr in ("handler", "default"):
+            if hasattr(module, attr):
+                return getattr(module, attr), attr
+        raise _Failure(
+            f"{handler_file}: defines neither 'handler' nor 'default'; add "
+            "`async def handler(event):` or name the function in metadata.eliza.export"
+        )
+    assert export is not None
+    if not hasattr(module, export):
+        defined = sorted(
+            n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
+        )
+        raise _Failure(
+            f"{handler_file}: export {export!r} not found (callables defined: "
+            f"{', '.join(defined) or 'none'}); fix metadata.eliza.export"
+        )
+    return getattr(module, export), export
+
+
+class _Builder:
+    """State for one :func:`build_hooks` call: the config, once-computed inputs, the records."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.hooks_cfg = config.settings.hooks
+        self.checker = EligibilityChecker(config.effective())
+        self.environ = types.MappingProxyType(dict(os.environ))
+        self.packages: set[str] = set()
+        self.records: list[HookRecord] = []
+        self.handlers: list[tuple[Handler, list[str]]] = []
+        self.eligible = 0
+
+    # -- one hook ---------------------------------------------------------------------------
+
+    def context(self, name: str, hook_key: str, entry: HookEntry) -> HookContext:
+        env: Mapping[str, str] = self.environ
+        if entry.env:
+            env = types.MappingProxyType({**self.environ, **entry.env})
+        return HookContext(
+            hook_name=name,
+            hook_key=hook_key,
+            config=types.MappingProxyType(entry.model_dump(by_alias=True)),
+            env=env,
+            log=structlog.get_logger("gatewayd.hook").bind(hook=name),
+            state_dir=self.config.paths.state,
+            workspace_dir=self.config.paths.workspace,
+        )
+
+    def timeout_s(self, entry: HookEntry, own_ms: int | None) -> float | None:
+        ms = entry.timeout_ms if entry.timeout_ms is not None else own_ms
+        return ms / 1000 if ms is not None else None
+
+    def make(
+        self,
+        *,
+        name: str,
+        hook_key: str,
+        entry: HookEntry,
+        handler_file: Path,
+        directory: Path,
+        command: bool,
+        export: str | None,
+        own_timeout_ms: int | None,
+        source: str,
+        allow_links: bool,
+        kind: str,
+    ) -> Handler:
+        """Check paths, import, and validate the export; raise :class:`_Failure`."""
+        try:
+            real = check_file(handler_file, directory, allow_links=allow_links)
+        except UnsafePathError as exc:
+            raise _Failure(str(exc)) from None
+        ctx = self.context(name, hook_key, entry)
+        timeout_s = self.timeout_s(entry, own_timeout_ms)
+        if command:
+            return Handler(
+                hook=name,
+                kind=HandlerKind.COMMAND,
+                ctx=ctx,
+                command=real,
+                env=dict(entry.env),
+                timeout_s=timeout_s,
+                source=source,
+            )
+        package = package_name(name, directory, kind)
+        self.packages.add(package)
+        try:
+            module = importer.load(package, directory, handler_file.stem, allow_links=allow_links)
+        except BaseException as exc:  # a hook's module code may raise anything, even SystemExit
+            raise _Failure(f"import failed: {_import_error(exc, directory)}") from None
+        fn, attr = _export(module, export, handler_file)
+        try:
+            return make_handler(
+                fn,
+                hook=name,
+                where=f"{handler_file}: export {attr!r}",
+                ctx=ctx,
+                timeout_s=timeout_s,
+                source=source,
+            )
+        except HandlerSignatureError as exc:
+            raise _Failure(str(exc)) from None
+
+    def add_found(self, hook: FoundHook, allowed_roots: list[Path]) -> None:
+        manifest = hook.manifest
+        if manifest is None:
+            entry = self.config.entry(hook.name)
+            self.records.append(
+                HookRecord(
+                    name=hook.name,
+                    hook_key=hook.name,
+                    description="",
+                    emoji=None,
+                    source=hook.root.source,
+                    path=str(hook.path),
+                    handler=str(hook.handler) if hook.handler else None,
+                    events=[],
+                    status="invalid",
+                    eligible=False,
+                    enabled=entry.enabled and self.hooks_cfg.enabled,
+                    reasons=list(hook.errors),
+                    missing=empty_missing(),
+                )
+            )
+            return
+        entry = self.config.entry(manifest.hook_key)
+        check = self.checker.check(manifest, entry)
+        enabled = entry.enabled and self.hooks_cfg.enabled
+        record = HookRecord(
+            name=manifest.name,
+            hook_key=manifest.hook_key,
+            description=manifest.description,
+            emoji=manifest.emoji,
+            source=hook.root.source,
+            path=str(hook.path),
+            handler=str(hook.handler) if hook.handler else None,
+            events=list(manifest.events),
+            status="ready",
+            eligible=check.eligible,
+            enabled=enabled,
+            reasons=[],
+            missing=check.missing,
+            warnings=list(manifest.warnings),
+        )
+        self.records.append(record)
+        if hook.shadowed_by:
+            record.status, record.reasons = "shadowed", [hook.shadowed_by]
+            return
+        if check.eligible:
+            self.eligible += 1
+        else:
+            record.status, record.reasons = "ineligible", check.reasons
+            return
+        if not self.hooks_cfg.enabled:
+            record.status = "disabled"
+            record.reasons = ["hooks.enabled is false: no file hooks are loaded"]
+            return
+        if not entry.enabled:
+            record.status, record.reasons = "disabled", ["disabled in config"]
+            return
+        if not manifest.events:
+            record.status, record.reasons = "skipped", ["no events"]
+            return
+        try:
+            if hook.handler is None:
+                raise _Failure(hook.handler_problem or "no handler")
+            directory = Path(os.path.realpath(hook.path))
+            if not any(
+                directory.is_relative_to(root) and directory != root for root in allowed_roots
+            ):
+                raise _Failure(
+                    f"{hook.path}: resolves to {directory}, outside every hook root; "
+                    "move the hook directory into a hook root instead of linking to it"
+                )
+            handler = self.make(
+                name=manifest.name,
+                hook_key=manifest.hook_key,
+                entry=entry,
+                handler_file=hook.handler,
+                directory=directory,
+                command=hook.command,
+                export=manifest.export,
+                own_timeout_ms=manifest.timeout_ms,
+                source=hook.root.source,
+                allow_links=hook.root.source == "bundled",
+                kind="hook",
+            )
+        except _Failure as exc:
+            record.status, record.reasons = "failed", [str(exc)]
+            return
+        self.handlers.append((handler, list(manifest.events)))
+
+    def add_legacy(self, index: int, spec: LegacyHandler, roots: list[HookRoot]) -> None:
+        """A ``hooks.handlers[index]`` entry: must lie inside managed, bundled or workspace."""
+        where = f"hooks.handlers[{index}]"
+        path = Path(os.path.expanduser(spec.module))
+        if not path.is_absolute():
+            base = self.config.source.parent if self.config.source else self.config.paths.state
+            path = base / path
+        name = f"{path.parent.name}/{path.stem}"
+        entry = self.config.entry(name)
+        record = HookRecord(
+            name=name,
+            hook_key=name,
+            description=f"{where}: {spec.module}",
+            emoji=None,
+            source="config",
+            path=str(path.parent),
+            handler=str(path),
+            events=[spec.event],
+            status="ready",
+            eligible=True,
+            enabled=entry.enabled and self.hooks_cfg.enabled,
+            reasons=[],
+            missing=empty_missing(),
+        )
+        self.records.append(record)
+        self.eligible += 1
+        try:
+            parse_event_key(spec.event)
+        except EventKeyError as exc:
+            record.status, record.eligible = "invalid", False
+            record.reasons = [f"{where}.event: {exc}"]
+            self.eligible -= 1
+            return
+        if not record.enabled:
+            record.status = "disabled"
+            record.reasons = (
+                ["disabled in config"]
+                if self.hooks_cfg.enabled
+                else ["hooks.enabled is false: no file hooks are loaded"]
+            )
+            return
+        real = Path(os.path.realpath(path))
+        allowed = [r for r in roots if r.source in ("managed", "bundled", "workspace")]
+        root = next((r for r in allowed if real.is_relative_to(r.real) and real != r.real), None)
+        try:
+            if root is None:
+                raise _Failure(
+                    f"{where}.module: {spec.module} resolves to {real}, outside the managed, "
+                    "bundled and workspace hook roots ("
+                    + ", ".join(str(r.real) for r in allowed)
+                    + "); move the module into one of them"
+                )
+            if not real.is_file():
+                raise _Failure(f"{where}.module: {path} does not exist or is not a file")
+            command = real.suffix != ".py"
+            if command and not os.access(real, os.X_OK):
+                raise _Failure(f"{where}.module: {path} is neither a .py file nor an executable")
+            handler = self.make(
+                name=name,
+                hook_key=name,
+                entry=entry,
+                handler_file=real,
+                directory=real.parent,
+                command=command,
+                export=spec.export,
+                own_timeout_ms=None,
+                source="config",
+                allow_links=root.source == "bundled",
+                kind="legacy",
+            )
+        except _Failure as exc:
+            record.status, record.reasons = "failed", [str(exc)]
+            return
+        self.handlers.append((handler, [spec.event]))
+
+    # -- the whole load ---------------------------------------------------------------------
+
+    def build(self) -> LoadResult:
+        found: Discovery = discover(self.config)
+        allowed_roots = [root.real for root in found.roots]
+        for hook in found.hooks:
+            self.add_found(hook, allowed_roots)
+        for index, spec in enumerate(self.hooks_cfg.handlers):
+            self.add_legacy(index, spec, found.roots)
+        skipped = [r.summary_line() for r in self.records if r.status in SKIPPED_STATUSES]
+        failed = [r.summary_line() for r in self.records if r.status == "failed"]
+        return LoadResult(
+            discovered=len(self.records),
+            eligible=self.eligible,
+            registered=len(self.handlers),
+            skipped=skipped,
+            failed=failed,
+            records=self.records,
+            handlers=self.handlers,
+            rejected_roots=found.rejected_roots,
+        )
+
+
+def build_hooks(config: Config) -> LoadResult:
+    """Discover, check and import the hooks of ``config``; touches no registry.
+
+    Safe to call from a worker thread (builds are serialized). With ``hooks.enabled: false``
+    every hook is still listed (status ``disabled``) but nothing is imported or returned to
+    register. A hook's failure is its record's status and reason; this never raises for one.
+    """
+    with _BUILD_LOCK:
+        importer.install()
+        builder = _Builder(config)
+        result = builder.build()
+        importer.retain(builder.packages)
+        # The previous generation's modules are cycles (functions <-> module dicts); collect
+        # them now rather than whenever the allocator decides to.
+        gc.collect()
+        return result
+
+
+def load_hooks(config: Config, registry: HookRegistry) -> LoadResult:
+    """:func:`build_hooks` then :meth:`LoadResult.apply`; logs one ``hooks.loaded`` summary.
+
+    ``result.summary()`` is ``{discovered, eligible, registered, skipped, failed}``.
+    """
+    result = build_hooks(config)
+    result.apply(registry, config)
+    return result
+
+
+def hooks_listing(config: Config, result: LoadResult) -> dict[str, Any]:
+    """The ``gatewayd hooks list --json`` document: ``{stateDir, workspaceDir, hooks}``."""
+    return {
+        "stateDir": str(config.paths.state),
+        "workspaceDir": str(config.paths.workspace),
+        "hooks": [record.to_json() for record in result.records],
+    }
+
+
+__all__ = [
+    "HookRecord",
+    "LoadResult",
+    "build_hooks",
+    "hooks_listing",
+    "load_hooks",
+]
