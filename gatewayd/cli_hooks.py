@@ -1,0 +1,222 @@
+"""``gatewayd hooks list|info|check`` and ``gatewayd config show|check`` (DESIGN.md section 6).
+
+These commands run the same discovery, checks and imports as the daemon (``build_hooks``) in
+this process, against the config the daemon would read, so what they report is what a
+``gatewayd run`` started now would load. They never talk to a running daemon.
+
+Output: a table or text for people; with ``--json`` a stable document on stdout (the same
+records the control channel's ``hooks`` op returns). Anything a hook prints or logs while it is
+imported goes to stderr so that stdout stays parseable. Exit codes: 0 on success, 1 for a
+failed hook (``hooks check``), an unknown hook (``hooks info``) or an invalid config
+(``config check``), 78 (EX_CONFIG) when another command cannot read the config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import unicodedata
+from collections.abc import Iterable
+from typing import Any
+
+import yaml
+
+from gatewayd.cli import EXIT_CONFIG, CliError
+from gatewayd.config import Config, ConfigError, load_config
+from gatewayd.hooks.loader import HookRecord, LoadResult, build_hooks, hooks_listing
+from gatewayd.logging import configure_logging
+
+FAILING_STATUSES = frozenset({"failed", "invalid"})
+"""Statuses that make ``hooks check`` exit 1: the hook was meant to load and cannot."""
+
+
+def _print_config_error(exc: ConfigError) -> None:
+    count = len(exc.errors)
+    print(
+        f"error: invalid config {exc.source} ({count} error{'s' if count != 1 else ''}):",
+        file=sys.stderr,
+    )
+    for line in exc.errors:
+        print(f"  {line}", file=sys.stderr)
+
+
+def _config(args: argparse.Namespace) -> Config:
+    try:
+        return load_config(args.config)
+    except ConfigError as exc:
+        _print_config_error(exc)
+        raise SystemExit(EXIT_CONFIG) from None
+
+
+def _build(config: Config) -> LoadResult:
+    """Load the hooks as the daemon would; hook output and logs go to stderr."""
+    configure_logging("warning", "auto", sys.stderr)
+    with contextlib.redirect_stdout(sys.stderr):
+        return build_hooks(config)
+
+
+def _dump_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+def _width(text: str) -> int:
+    """Terminal columns of ``text``: wide (emoji, CJK) count 2, combining marks 0."""
+    width = 0
+    for ch in text:
+        if unicodedata.combining(ch) or ch in "\ufe0f\u200d":
+            continue
+        width += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return width
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * max(0, width - _width(text))
+
+
+def _label(record: HookRecord) -> str:
+    return f"{record.emoji} {record.name}" if record.emoji else f"   {record.name}"
+
+
+def _table(rows: list[list[str]]) -> Iterable[str]:
+    widths = [max(_width(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = [_pad(cell, widths[i]) for i, cell in enumerate(row[:-1])]
+        yield "  ".join([*cells, row[-1]]).rstrip()
+
+
+def _totals(result: LoadResult) -> str:
+    return (
+        f"{result.discovered} discovered, {result.eligible} eligible, "
+        f"{result.registered} registered, {len(result.skipped)} skipped, "
+        f"{len(result.failed)} failed"
+    )
+
+
+def cli_list(args: argparse.Namespace) -> int:
+    """``gatewayd hooks list [--eligible] [--json] [--verbose]``."""
+    config = _config(args)
+    result = _build(config)
+    listing = hooks_listing(config, result)
+    records = [r for r in result.records if r.eligible or not args.eligible]
+    if args.json:
+        listing["hooks"] = [r.to_json() for r in records]
+        _dump_json(listing)
+        return 0
+    print(f"Hooks ({_totals(result)}); state dir {config.paths.state}")
+    if not records:
+        print("no hooks found" if not args.eligible else "no eligible hooks")
+    else:
+        rows = [["STATUS", "   HOOK", "EVENTS", "SOURCE"]]
+        details: list[list[str]] = [[]]
+        for record in records:
+            rows.append(
+                [record.status, _label(record), ", ".join(record.events) or "-", record.source]
+            )
+            lines = [f"    - {reason}" for reason in record.reasons]
+            lines += [f"    ! {warning}" for warning in record.warnings]
+            details.append(lines)
+        for i, line in enumerate(_table(rows)):
+            print(line)
+            if args.verbose:
+                for detail in details[i]:
+                    print(detail)
+    if args.verbose:
+        for problem in result.rejected_roots:
+            print(f"rejected root: {problem}")
+    return 0
+
+
+def _find(result: LoadResult, name: str) -> HookRecord:
+    matches = [r for r in result.records if name in (r.name, r.hook_key)]
+    if not matches:
+        raise CliError(f'hook "{name}" not found; run gatewayd hooks list')
+    # The hook that is in effect (not shadowed) is the one asked about.
+    return next((r for r in matches if r.status != "shadowed"), matches[-1])
+
+
+def cli_info(args: argparse.Namespace) -> int:
+    """``gatewayd hooks info NAME [--json]``: one hook by name or hookKey."""
+    config = _config(args)
+    record = _find(_build(config), args.name)
+    if args.json:
+        _dump_json(record.to_json())
+        return 0
+    missing = "; ".join(f"{kind}: {', '.join(v)}" for kind, v in record.missing.items() if v)
+    print(f"{_label(record).strip()}  [{record.status}]")
+    if record.description:
+        print(f"  {record.description}")
+    fields = [
+        ("hookKey", record.hook_key),
+        ("source", record.source),
+        ("path", record.path),
+        ("handler", record.handler or "-"),
+        ("events", ", ".join(record.events) or "-"),
+        ("eligible", "yes" if record.eligible else "no"),
+        ("enabled", "yes" if record.enabled else "no"),
+        ("missing", missing or "-"),
+    ]
+    for key, value in fields:
+        print(f"  {key + ':':<10} {value}")
+    for reason in record.reasons:
+        print(f"  reason:    {reason}")
+    for warning in record.warnings:
+        print(f"  warning:   {warning}")
+    return 0
+
+
+def cli_check(args: argparse.Namespace) -> int:
+    """``gatewayd hooks check [--json]``: totals and every hook that is not ready; exit 1 when
+    a hook failed to load (or its HOOK.md is invalid)."""
+    config = _config(args)
+    result = _build(config)
+    attention = [r for r in result.records if r.status != "ready" or r.warnings]
+    ok = not any(r.status in FAILING_STATUSES for r in result.records)
+    if args.json:
+        _dump_json(
+            {
+                "ok": ok,
+                "summary": result.summary(),
+                "rejectedRoots": list(result.rejected_roots),
+                "hooks": [r.to_json() for r in attention],
+            }
+        )
+        return 0 if ok else 1
+    print(f"Hooks: {_totals(result)}")
+    for problem in result.rejected_roots:
+        print(f"rejected root: {problem}")
+    for record in attention:
+        print(f"{record.status:<10}  {record.name} ({record.source}, {record.path})")
+        for reason in record.reasons:
+            print(f"    - {reason}")
+        for warning in record.warnings:
+            print(f"    ! {warning}")
+    if not attention:
+        print("all hooks ready")
+    return 0 if ok else 1
+
+
+def cli_config_show(args: argparse.Namespace) -> int:
+    """``gatewayd config show``: the effective config as YAML (defaults and env applied)."""
+    config = _config(args)
+    print(f"# effective config; source: {config.source_label}")
+    print(
+        yaml.safe_dump(
+            config.effective(), sort_keys=False, allow_unicode=True, default_flow_style=False
+        ),
+        end="",
+    )
+    return 0
+
+
+def cli_config_check(args: argparse.Namespace) -> int:
+    """``gatewayd config check``: every validation error with its key path; exit 1 if any."""
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        _print_config_error(exc)
+        return 1
+    print(f"config OK: {config.source_label}")
+    return 0
