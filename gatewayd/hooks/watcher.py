@@ -1,0 +1,381 @@
+"""Watching the hook roots and the config file, and saying when to reload.
+
+A :class:`HookWatcher` turns filesystem activity into calls of ``on_change(paths)``, coalesced so
+that one save is one call and a ``git checkout`` rewriting fifty files is one call (two at most).
+Change sets are hints: the loader always rescans everything, so the watcher only has to be right
+about *whether* something changed, never about *what*.
+
+What it copes with, and how:
+
+* A root that does not exist yet, or is deleted: watchfiles raises on a missing path and goes
+  silent once a watched root is deleted, so each missing target is watched through its nearest
+  existing ancestor (non-recursively), and the identity ``(st_dev, st_ino)`` of every target is
+  re-checked on each change and every :data:`RECHECK_S`. When the picture differs (a root
+  appeared, vanished or was replaced) the watches are rebuilt and a reload is requested. A root
+  deleted and recreated at once can get its inode number back, so an event naming a root itself
+  rebuilds the watches too.
+* Editors that save by rename (seen as "added"), temp and swap files, ``__pycache__``, ``.git``:
+  a filter drops the noise; renames pass as ordinary changes.
+* The inotify watch limit: watchfiles raises ``OSError`` when setting up, but a directory created
+  later that no longer fits is silently unwatched. So a new directory rebuilds the watches, and a
+  setup error makes the watcher log a warning with the fix and fall back to polling.
+* Polling (``hooks.load.poll``, ``WATCHFILES_FORCE_POLLING``, or the fallback): watchfiles' poller
+  compares whole-second mtimes and misses a second save within the same second, so polling here
+  is a snapshot of ``(mtime_ns, size)`` per file, plus a content hash for files modified in the
+  last few seconds, diffed every ``poll_interval_ms``.
+
+Latency: watchfiles reports a change after ``step`` ms of quiet (``step=10`` here, ~16 ms for a
+save; its default of 50 costs ~75 ms), then the watcher waits ``debounce_ms`` of quiet more.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import structlog
+import watchfiles
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+
+log = structlog.get_logger("gatewayd.watch")
+
+RECHECK_S = 0.5
+"""How often the identity of the watched roots is re-checked when nothing else happens."""
+MAX_COALESCE_S = 1.0
+"""A continuous stream of changes still reloads at least this often."""
+RECENT_S = 3.0
+"""In polling mode, files modified this recently are content-hashed, not only stat-ed."""
+WATCH_STEP_MS = 10
+
+IGNORED_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        "node_modules",
+        ".idea",
+        ".venv",
+    }
+)
+_IGNORED_NAME = re.compile(
+    r"""(
+        \.sw[a-p]$ | \.swx$      # vim swap files
+      | ~$ | ^\.\# | ^\#.*\#$    # backups, emacs lock and autosave files
+      | ^4913$                   # vim's probe file
+      | \.py[cod]$ | \.tmp$ | \.part$ | \.crdownload$
+      | ___jb_...___$            # JetBrains safe-write temp files
+      | ^\.DS_Store$
+    )""",
+    re.VERBOSE,
+)
+
+OnChange = Callable[[frozenset[Path]], Awaitable[None]]
+
+
+def is_noise(path: str | Path) -> bool:
+    """True for editor temp/swap files and anything under an ignored directory."""
+    parts = Path(path).parts
+    return bool(IGNORED_DIRS.intersection(parts)) or bool(_IGNORED_NAME.search(parts[-1]))
+
+
+@dataclass(frozen=True, slots=True)
+class WatchSpec:
+    """What to watch: hook roots (recursively) and single files (the config)."""
+
+    roots: tuple[Path, ...]
+    files: tuple[Path, ...] = ()
+    debounce_ms: int = 20
+    poll: bool = False
+    poll_interval_ms: int = 300
+
+    @property
+    def targets(self) -> tuple[Path, ...]:
+        return self.roots + self.files
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _nearest_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if candidate.is_dir():
+            return candidate
+    return Path(path.anchor or "/")
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Where the watches go for a spec, given what exists right now."""
+
+    recursive: tuple[Path, ...]  # existing roots
+    shallow: tuple[Path, ...]  # parents of files, ancestors of missing roots
+    identities: tuple[tuple[int, int] | None, ...]  # of every target, in spec order
+
+    @classmethod
+    def of(cls, spec: WatchSpec) -> _Layout:
+        recursive: list[Path] = []
+        shallow: list[Path] = []
+        for root in spec.roots:
+            if root.is_dir():
+                recursive.append(root)
+            else:
+                shallow.append(_nearest_existing(root.parent))
+        shallow.extend(_nearest_existing(f.parent) for f in spec.files)
+        recursive = _outermost(recursive)
+        shallow = [d for d in dict.fromkeys(shallow) if not _under_any(d, recursive)]
+        return cls(
+            tuple(recursive),
+            tuple(shallow),
+            tuple(_identity(t) for t in spec.targets),
+        )
+
+
+def _under_any(path: Path, roots: Iterable[Path]) -> bool:
+    return any(path == r or r in path.parents for r in roots)
+
+
+def _outermost(paths: list[Path]) -> list[Path]:
+    unique = list(dict.fromkeys(paths))
+    return [p for p in unique if not any(o != p and o in p.parents for o in unique)]
+
+
+class HookWatcher:
+    """Calls ``on_change(paths)`` after the watched files change; run with :meth:`run`."""
+
+    def __init__(self, spec: WatchSpec, on_change: OnChange) -> None:
+        self._spec = spec
+        self._on_change = on_change
+        self._restart = anyio.Event()
+        self._poke = anyio.Event()
+        self._force_poll = spec.poll or _env_forces_polling()
+        self.mode = "poll" if self._force_poll else "inotify"
+        self.changes_seen = 0
+
+    @property
+    def spec(self) -> WatchSpec:
+        return self._spec
+
+    def update(self, spec: WatchSpec) -> None:
+        """Watch ``spec`` from now on (after a config reload changed the roots)."""
+        if spec != self._spec:
+            self._spec = spec
+            self._force_poll = self._force_poll or spec.poll
+            self._restart.set()
+
+    async def run(self) -> None:
+        """Watch until cancelled. Never raises for filesystem trouble; logs it and carries on."""
+        send, receive = anyio.create_memory_object_stream[frozenset[Path]](math.inf)
+        async with send, receive, anyio.create_task_group() as tg:
+            tg.start_soon(self._coalesce, receive)
+            while True:
+                self._restart = anyio.Event()
+                layout = _Layout.of(self._spec)
+                self.mode = "poll" if self._force_poll else "inotify"
+                log.info(
+                    "watch.started",
+                    mode=self.mode,
+                    roots=[str(p) for p in layout.recursive],
+                    parents=[str(p) for p in layout.shallow],
+                )
+                async with anyio.create_task_group() as watches:
+                    watches.start_soon(self._recheck, layout, send)
+                    if self._force_poll:
+                        watches.start_soon(self._poll, send)
+                    else:
+                        if layout.recursive:
+                            watches.start_soon(self._watch, layout.recursive, True, send)
+                        if layout.shallow:
+                            watches.start_soon(self._watch, layout.shallow, False, send)
+                    await self._restart.wait()
+                    watches.cancel_scope.cancel()
+
+    # -- producers -------------------------------------------------------------------------
+
+    def _relevant(self, path: Path, recursive: bool) -> bool:
+        if is_noise(path):
+            return False
+        if recursive:
+            return True
+        # A shallow watch sees its whole directory; keep only a target or a step towards one.
+        return any(path == t or path in t.parents for t in self._spec.targets)
+
+    async def _watch(
+        self, paths: tuple[Path, ...], recursive: bool, send: ObjectSendStream[frozenset[Path]]
+    ) -> None:
+        try:
+            async for changes in watchfiles.awatch(
+                *paths,
+                watch_filter=None,
+                step=WATCH_STEP_MS,
+                debounce=200,
+                recursive=recursive,
+                stop_event=self._restart,
+            ):
+                relevant = frozenset(
+                    p for _, raw in changes if self._relevant(p := Path(raw), recursive)
+                )
+                if relevant:
+                    self._poke.set()  # a root itself may have gone: re-check now
+                    await send.send(relevant)
+                if recursive and (_adds_directory(changes) or _touches(paths, changes)):
+                    # A root deleted and recreated at once may get its old inode number back, so
+                    # only the event tells; and inotify adds watches for new directories
+                    # silently, losing their events once the limit is reached, while a fresh
+                    # setup reports the limit. Both are handled by rebuilding the watches.
+                    self._restart.set()
+        except OSError as exc:
+            if "watch limit" in str(exc) or getattr(exc, "errno", None) == 28:
+                log.warning(
+                    "watch.limit_reached",
+                    error=str(exc),
+                    fallback="polling",
+                    fix="raise fs.inotify.max_user_watches (sysctl) or set hooks.load.poll: true",
+                )
+            else:
+                log.warning("watch.failed", error=str(exc), fallback="polling")
+            self._force_poll = True
+            self._restart.set()
+
+    async def _recheck(self, layout: _Layout, send: ObjectSendStream[frozenset[Path]]) -> None:
+        """Rebuild the watches when a root appears, vanishes or is replaced."""
+        while True:
+            with anyio.move_on_after(RECHECK_S):
+                await self._poke.wait()
+            self._poke = anyio.Event()
+            now = _Layout.of(self._spec)
+            if now != layout:
+                changed = frozenset(
+                    t
+                    for t, a, b in zip(
+                        self._spec.targets, layout.identities, now.identities, strict=True
+                    )
+                    if a != b
+                )
+                log.info("watch.roots_changed", paths=[str(p) for p in changed])
+                await send.send(changed or frozenset(self._spec.roots))
+                self._restart.set()
+                return
+
+    async def _poll(self, send: ObjectSendStream[frozenset[Path]]) -> None:
+        interval = self._spec.poll_interval_ms / 1000
+        before = await anyio.to_thread.run_sync(snapshot, self._spec.targets)
+        while True:
+            await anyio.sleep(interval)
+            after = await anyio.to_thread.run_sync(snapshot, self._spec.targets)
+            changed = diff_snapshots(before, after)
+            before = after
+            if changed:
+                await send.send(changed)
+
+    # -- the consumer ----------------------------------------------------------------------
+
+    async def _coalesce(self, receive: ObjectReceiveStream[frozenset[Path]]) -> None:
+        quiet = self._spec.debounce_ms / 1000
+        async for first in receive:
+            paths = set(first)
+            deadline = anyio.current_time() + MAX_COALESCE_S
+            while True:
+                with anyio.move_on_after(min(quiet, max(0.0, deadline - anyio.current_time()))):
+                    paths |= await receive.receive()
+                    continue
+                break
+            self.changes_seen += 1
+            log.debug("watch.changed", paths=sorted(str(p) for p in paths)[:20], count=len(paths))
+            try:
+                await self._on_change(frozenset(paths))
+            except Exception as exc:  # a failed reload must not stop the watching
+                log.error("watch.reload_failed", error=f"{type(exc).__name__}: {exc}")
+
+
+def _touches(roots: tuple[Path, ...], changes: set[tuple[watchfiles.Change, str]]) -> bool:
+    return any(Path(raw) in roots for _, raw in changes)
+
+
+def _adds_directory(changes: set[tuple[watchfiles.Change, str]]) -> bool:
+    return any(
+        kind is watchfiles.Change.added and not is_noise(raw) and os.path.isdir(raw)
+        for kind, raw in changes
+    )
+
+
+def _env_forces_polling() -> bool:
+    return os.environ.get("WATCHFILES_FORCE_POLLING", "").lower() not in ("", "0", "false", "no")
+
+
+FileState = tuple[int, int, str]
+
+
+def diff_snapshots(before: dict[Path, FileState], after: dict[Path, FileState]) -> frozenset[Path]:
+    """Paths added, removed, or changed in mtime, size, or (where both have one) content hash."""
+    changed = set(before.keys() ^ after.keys())
+    for path in before.keys() & after.keys():
+        (m1, s1, h1), (m2, s2, h2) = before[path], after[path]
+        if m1 != m2 or s1 != s2 or (h1 and h2 and h1 != h2):
+            changed.add(path)
+    return frozenset(changed)
+
+
+def snapshot(targets: Iterable[Path]) -> dict[Path, FileState]:
+    """``path -> (mtime_ns, size, hash)`` for every file under the targets (noise skipped).
+
+    The content hash is taken only for files modified in the last :data:`RECENT_S` seconds:
+    enough to catch a second save within the same second on a filesystem with coarse mtimes,
+    without reading every file on every poll.
+    """
+    recent = time.time() - RECENT_S
+    result: dict[Path, FileState] = {}
+
+    def visit(path: Path, st: os.stat_result) -> None:
+        digest = ""
+        if st.st_mtime >= recent:
+            try:
+                digest = hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+            except OSError:
+                digest = "?"
+        result[path] = (st.st_mtime_ns, st.st_size, digest)
+
+    def walk(directory: Path) -> None:
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            return
+        for entry in entries:
+            if is_noise(entry.name):
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in IGNORED_DIRS:
+                        result[Path(entry.path)] = (0, 0, "dir")
+                        walk(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False) or entry.is_symlink():
+                    visit(Path(entry.path), entry.stat(follow_symlinks=False))
+            except OSError:
+                continue
+
+    for target in targets:
+        try:
+            st = target.stat()
+        except OSError:
+            continue
+        if target.is_dir():
+            result[target] = (st.st_ino, 0, "root")
+            walk(target)
+        else:
+            visit(target, st)
+    return result

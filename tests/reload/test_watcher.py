@@ -1,0 +1,285 @@
+"""HookWatcher against real files and real watchfiles/inotify (and the polling fallback).
+
+Each scenario runs the watcher in its own event loop, does what a user does, and counts the
+``on_change`` calls. No timing is asserted: waits are generous upper bounds for "it happened"
+and quiet periods for "it did not happen".
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+import pytest
+
+from gatewayd.hooks.watcher import HookWatcher, WatchSpec, diff_snapshots, is_noise, snapshot
+
+SETTLE_S = 0.6  # quiet time to conclude that no (further) reload is coming
+WAIT_S = 5.0  # upper bound for a reload that must come
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[frozenset[Path]] = []
+        self._changed = anyio.Event()
+
+    async def on_change(self, paths: frozenset[Path]) -> None:
+        self.calls.append(paths)
+        self._changed.set()
+
+    async def expect_reload(self, action: Callable[[], object]) -> frozenset[Path]:
+        """Do ``action``; wait for at least one reload, then for quiet; return what changed."""
+        before = len(self.calls)
+        action()
+        with anyio.fail_after(WAIT_S):
+            while len(self.calls) == before:
+                self._changed = anyio.Event()
+                await self._changed.wait()
+        await anyio.sleep(SETTLE_S)
+        return frozenset().union(*self.calls[before:])
+
+    async def expect_quiet(self, action: Callable[[], object]) -> None:
+        before = len(self.calls)
+        action()
+        await anyio.sleep(SETTLE_S)
+        assert self.calls[before:] == []
+
+    def since(self, mark: int) -> int:
+        return len(self.calls) - mark
+
+
+def run_watcher(
+    spec: WatchSpec, scenario: Callable[[Recorder, HookWatcher], Awaitable[None]]
+) -> HookWatcher:
+    recorder = Recorder()
+    watcher = HookWatcher(spec, recorder.on_change)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watcher.run)
+            await anyio.sleep(0.3)  # watches set up
+            await scenario(recorder, watcher)
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    return watcher
+
+
+@pytest.fixture
+def roots(tmp_path: Path) -> tuple[Path, Path, Path]:
+    managed = tmp_path / "hooks"
+    managed.mkdir()
+    return managed, tmp_path / "workspace" / "hooks", tmp_path / "gatewayd.yaml"
+
+
+@pytest.mark.parametrize("poll", [False, True], ids=["inotify", "poll"])
+def test_saves_renames_and_noise(roots: tuple[Path, Path, Path], poll: bool) -> None:
+    managed, workspace, config = roots
+    hook = managed / "greet"
+    hook.mkdir()
+
+    def rename_save() -> None:
+        tmp = hook / ".handler.py.tmp"
+        tmp.write_text("x = 2\n")
+        os.replace(tmp, hook / "handler.py")
+
+    async def scenario(rec: Recorder, watcher: HookWatcher) -> None:
+        changed = await rec.expect_reload(lambda: (hook / "handler.py").write_text("x = 1\n"))
+        assert hook / "handler.py" in changed
+        changed = await rec.expect_reload(rename_save)
+        assert hook / "handler.py" in changed
+        await rec.expect_quiet(lambda: (hook / ".handler.py.swp").write_text("swap"))
+        await rec.expect_quiet(lambda: (hook / "handler.py~").write_text("backup"))
+        await rec.expect_quiet(lambda: (hook / "4913").write_text(""))
+        pycache = hook / "__pycache__"
+
+        def write_pycache() -> None:
+            pycache.mkdir()
+            (pycache / "handler.cpython-311.pyc").write_bytes(b"\0")
+
+        await rec.expect_quiet(write_pycache)
+        assert watcher.mode == ("poll" if poll else "inotify")
+
+    run_watcher(WatchSpec(roots=(managed, workspace), files=(config,), poll=poll), scenario)
+
+
+@pytest.mark.parametrize("poll", [False, True], ids=["inotify", "poll"])
+def test_burst_of_fifty_files_is_one_reload(roots: tuple[Path, Path, Path], poll: bool) -> None:
+    managed, workspace, config = roots
+
+    def checkout() -> None:
+        for i in range(50):
+            d = managed / f"hook-{i:02d}"
+            d.mkdir()
+            (d / "HOOK.md").write_text(f"---\nname: hook-{i}\n---\n")
+            (d / "handler.py").write_text("async def handler(event): pass\n")
+
+    async def scenario(rec: Recorder, watcher: HookWatcher) -> None:
+        mark = len(rec.calls)
+        await rec.expect_reload(checkout)
+        assert 1 <= rec.since(mark) <= 2
+
+    run_watcher(WatchSpec(roots=(managed, workspace), files=(config,), poll=poll), scenario)
+
+
+@pytest.mark.parametrize("poll", [False, True], ids=["inotify", "poll"])
+def test_roots_created_later_deleted_and_recreated(
+    roots: tuple[Path, Path, Path], poll: bool
+) -> None:
+    managed, workspace, config = roots
+
+    def recreate_fast() -> None:
+        shutil.rmtree(managed)
+        managed.mkdir()
+        (managed / "again").mkdir()
+
+    async def scenario(rec: Recorder, watcher: HookWatcher) -> None:
+        # workspace/hooks does not exist yet: creating it is noticed, and so is a write in it
+        await rec.expect_reload(lambda: workspace.mkdir(parents=True))
+        changed = await rec.expect_reload(lambda: (workspace / "new.txt").write_text("1"))
+        assert workspace / "new.txt" in changed
+        # the managed root deleted, then recreated: still watched afterwards
+        await rec.expect_reload(lambda: shutil.rmtree(managed))
+        await rec.expect_reload(managed.mkdir)
+        await rec.expect_reload(lambda: (managed / "after.txt").write_text("1"))
+        # deleted and recreated between two looks: the new directory is watched too
+        await rec.expect_reload(recreate_fast)
+        changed = await rec.expect_reload(lambda: (managed / "again" / "x.py").write_text("1"))
+        assert managed / "again" / "x.py" in changed
+
+    run_watcher(WatchSpec(roots=(managed, workspace), files=(config,), poll=poll), scenario)
+
+
+@pytest.mark.parametrize("poll", [False, True], ids=["inotify", "poll"])
+def test_config_file_created_and_edited_within_one_second(
+    roots: tuple[Path, Path, Path], poll: bool
+) -> None:
+    managed, workspace, config = roots
+
+    async def scenario(rec: Recorder, watcher: HookWatcher) -> None:
+        await rec.expect_reload(lambda: config.write_text("hooks: {enabled: true}\n"))
+        # same size, same second: whole-second mtimes alone cannot see this one
+        changed = await rec.expect_reload(lambda: config.write_text("hooks: {enabled: fals}\n"))
+        assert config in changed
+        # a sibling of the config file in the state dir is not a reason to reload
+        await rec.expect_quiet(lambda: (config.parent / "other.txt").write_text("x"))
+
+    run_watcher(WatchSpec(roots=(managed, workspace), files=(config,), poll=poll), scenario)
+
+
+def test_update_switches_to_new_roots(tmp_path: Path) -> None:
+    first, second = tmp_path / "one", tmp_path / "two"
+    first.mkdir()
+    second.mkdir()
+
+    async def scenario(rec: Recorder, watcher: HookWatcher) -> None:
+        await rec.expect_reload(lambda: (first / "a").write_text("1"))
+        watcher.update(WatchSpec(roots=(second,)))
+        await anyio.sleep(0.3)
+        await rec.expect_quiet(lambda: (first / "b").write_text("1"))
+        await rec.expect_reload(lambda: (second / "c").write_text("1"))
+
+    run_watcher(WatchSpec(roots=(first,)), scenario)
+
+
+def test_noise_and_snapshot_rules(tmp_path: Path) -> None:
+    assert is_noise("/x/.git/index")
+    assert is_noise("/x/hook/__pycache__/handler.cpython-311.pyc")
+    assert is_noise("/x/hook/.handler.py.swp")
+    assert is_noise("/x/hook/#handler.py#")
+    assert not is_noise("/x/hook/handler.py")
+    assert not is_noise("/x/hook/HOOK.md")
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "handler.py").write_text("a")
+    first = snapshot([tmp_path])
+    (tmp_path / "h" / "handler.py").write_text("b")  # same size, likely the same mtime second
+    assert diff_snapshots(first, snapshot([tmp_path])) == {tmp_path / "h" / "handler.py"}
+    # a file that ages out of the "recently modified" window keeps its hash-less state equal
+    path = tmp_path / "h" / "handler.py"
+    mtime_ns, size, digest = first[path]
+    assert digest
+    assert diff_snapshots({path: (mtime_ns, size, digest)}, {path: (mtime_ns, size, "")}) == set()
+
+
+def _userns_available() -> str | None:
+    if not shutil.which("unshare"):
+        return "unshare(1) is not installed"
+    probe = subprocess.run(
+        [
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "sh",
+            "-c",
+            "echo 8 > /proc/sys/user/max_inotify_watches",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if probe.returncode != 0:
+        return f"cannot lower the inotify limit in a user namespace: {probe.stderr.strip()}"
+    return None
+
+
+def test_inotify_limit_falls_back_to_polling(tmp_path: Path) -> None:
+    """With 3 inotify watches allowed (per user namespace), growing a root past the limit
+    switches the watcher to polling with a warning, and no change is lost."""
+    reason = _userns_available()
+    if reason:
+        pytest.skip(reason)
+    managed = tmp_path / "hooks"
+    managed.mkdir()
+    script = textwrap.dedent(
+        f"""
+        import anyio, sys
+        from pathlib import Path
+        from gatewayd.hooks.watcher import HookWatcher, WatchSpec
+        from gatewayd.logging import configure_logging
+        configure_logging("info", "json", sys.stdout)
+        root = Path({str(managed)!r})
+        seen = []
+        async def on_change(paths):
+            seen.append(paths)
+        async def main():
+            w = HookWatcher(WatchSpec(roots=(root,), poll_interval_ms=100), on_change)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(w.run)
+                await anyio.sleep(0.3)
+                for i in range(6):
+                    (root / f"d{{i}}").mkdir()
+                await anyio.sleep(1.0)
+                n = len(seen)
+                (root / "d5" / "handler.py").write_text("late edit")
+                with anyio.fail_after(5):
+                    while not any(root / "d5" / "handler.py" in s for s in seen[n:]):
+                        await anyio.sleep(0.05)
+                print("RESULT", w.mode, flush=True)
+                tg.cancel_scope.cancel()
+        anyio.run(main)
+        """
+    )
+    proc = subprocess.run(
+        [
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "sh",
+            "-c",
+            f'echo 3 > /proc/sys/user/max_inotify_watches && exec "{sys.executable}" -c "$0"',
+            script,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "watch.limit_reached" in proc.stdout
+    assert "RESULT poll" in proc.stdout
