@@ -1,0 +1,61 @@
+"""Fixtures for the hook system's unit tests: isolated hook roots and a one-call load.
+
+``roots`` points the bundled root at an empty temp dir (instead of the checkout's ``hooks/``) so
+each test sees only the hooks it writes; ``build(config)`` writes ``config`` (a dict) as the
+state dir's ``gatewayd.yaml`` and runs ``build_hooks`` on it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hooks_support import Build, Roots
+
+import gatewayd.paths
+from gatewayd.config import Config, load_config
+from gatewayd.hooks.loader import LoadResult, build_hooks
+
+
+@pytest.fixture
+def roots(state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Roots:
+    bundled = tmp_path / "bundled"
+    bundled.mkdir()
+    monkeypatch.setattr(gatewayd.paths, "bundled_hooks_dir", lambda: bundled)
+    return Roots(
+        state=state_dir,
+        extra=state_dir / "extra",
+        bundled=bundled,
+        managed=state_dir / "hooks",
+        workspace=state_dir / "workspace" / "hooks",
+    )
+
+
+def write_config(state: Path, config: dict[str, Any]) -> None:
+    # JSON is YAML.
+    (state / "gatewayd.yaml").write_text(json.dumps(config), encoding="utf-8")
+
+
+@pytest.fixture
+def config_for(roots: Roots) -> Callable[..., Config]:
+    """``config_for(config_dict=None)``: write it (if given) and load it."""
+
+    def make(config: dict[str, Any] | None = None) -> Config:
+        if config is not None:
+            write_config(roots.state, config)
+        return load_config()
+
+    return make
+
+
+@pytest.fixture
+def build(config_for: Callable[..., Config]) -> Build:
+    """``build(config_dict=None)``: write the config (if given) and run ``build_hooks``."""
+
+    def run(config: dict[str, Any] | None = None) -> LoadResult:
+        return build_hooks(config_for(config))
+
+    return run

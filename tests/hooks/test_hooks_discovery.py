@@ -1,0 +1,201 @@
+"""Discovery: roots and their precedence, shadowing, sorted order, handler lookup, extraDirs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from hooks_support import Build, Roots, WriteHook
+
+from gatewayd.config import Config
+from gatewayd.hooks.discovery import discover, find_handler, hook_roots
+
+
+def test_roots_in_precedence_order(roots: Roots, config_for: Callable[..., Config]) -> None:
+    config = config_for({"hooks": {"load": {"extraDirs": [str(roots.extra), "more"]}}})
+    found, rejected = hook_roots(config)
+    assert [(r.source, r.path) for r in found] == [
+        ("extra", roots.extra),
+        ("extra", roots.state / "more"),  # relative extraDirs are relative to the state dir
+        ("bundled", roots.bundled),
+        ("managed", roots.managed),
+        ("workspace", roots.workspace),
+    ]
+    assert rejected == []
+
+
+def test_missing_roots_are_fine(roots: Roots, build: Build) -> None:
+    result = build({"hooks": {"load": {"extraDirs": [str(roots.extra)]}}})
+    assert (result.discovered, result.records, result.rejected_roots) == (0, [], [])
+
+
+def test_later_root_wins_and_the_loser_is_reported(
+    roots: Roots, build: Build, write_hook: WriteHook
+) -> None:
+    for root in (roots.extra, roots.bundled, roots.managed, roots.workspace):
+        write_hook(
+            root,
+            "same",
+            handler=f"async def handler(event):\n    event.messages.append({str(root)!r})\n",
+        )
+    write_hook(roots.bundled, "only-bundled")
+    result = build({"hooks": {"load": {"extraDirs": [str(roots.extra)]}}})
+    statuses = [(r.source, r.name, r.status) for r in result.records]
+    assert statuses == [
+        ("extra", "same", "shadowed"),
+        ("bundled", "only-bundled", "ready"),
+        ("bundled", "same", "shadowed"),
+        ("managed", "same", "shadowed"),
+        ("workspace", "same", "ready"),
+    ]
+    shadowed = [r for r in result.records if r.status == "shadowed"]
+    assert shadowed[0].reasons == [
+        f"shadowed by the bundled hook at {roots.bundled / 'same'} "
+        "(a later root wins a name conflict)"
+    ]
+    assert shadowed[-1].reasons == [
+        f"shadowed by the workspace hook at {roots.workspace / 'same'} "
+        "(a later root wins a name conflict)"
+    ]
+    assert [h.hook for h, _ in result.handlers] == ["only-bundled", "same"]
+    assert result.handlers[1][0].source == "workspace"
+    assert any(line.startswith("same: shadowed by") for line in result.skipped)
+
+
+def test_name_conflicts_use_the_frontmatter_name_not_the_directory(
+    roots: Roots, build: Build, write_hook: WriteHook
+) -> None:
+    write_hook(roots.managed, "greeter", dirname="a-dir")
+    write_hook(roots.workspace, "greeter", dirname="other-dir")
+    result = build()
+    assert [(r.path, r.status) for r in result.records] == [
+        (str(roots.managed / "a-dir"), "shadowed"),
+        (str(roots.workspace / "other-dir"), "ready"),
+    ]
+
+
+def test_same_name_twice_in_one_root_first_sorted_wins(
+    roots: Roots, build: Build, write_hook: WriteHook
+) -> None:
+    write_hook(roots.managed, "dup", dirname="b")
+    write_hook(roots.managed, "dup", dirname="a")
+    result = build()
+    assert [(Path(r.path).name, r.status) for r in result.records] == [
+        ("a", "ready"),
+        ("b", "shadowed"),
+    ]
+    assert result.records[1].reasons == [
+        f"duplicate name 'dup' in the managed root: {roots.managed / 'a'} comes first and wins"
+    ]
+
+
+def test_entries_are_taken_in_sorted_order(
+    roots: Roots, build: Build, write_hook: WriteHook
+) -> None:
+    for name in ["zeta", "alpha", "Mid", "beta"]:
+        write_hook(roots.managed, name)
+    result = build()
+    assert [r.name for r in result.records] == ["Mid", "alpha", "beta", "zeta"]
+    assert [h.hook for h, _ in result.handlers] == ["Mid", "alpha", "beta", "zeta"]
+
+
+def test_only_immediate_subdirectories_with_hook_md_are_hooks(
+    roots: Roots, build: Build, write_hook: WriteHook
+) -> None:
+    write_hook(roots.managed, "real")
+    (roots.managed / "no-hook-md").mkdir()
+    (roots.managed / "no-hook-md" / "handler.py").write_text("raise SystemExit")
+    (roots.managed / "HOOK.md").write_text("---\nname: file-in-root\n---\n")
+    write_hook(roots.managed / "group", "nested")  # two levels down: not a hook
+    write_hook(roots.managed, "hidden", dirname=".hidden")
+    assert [r.name for r in build().records] == ["real"]
+
+
+def test_a_broken_override_still_claims_its_name(
+    roots: Roots, build: Build, write_hook: WriteHook
+) -> None:
+    write_hook(roots.bundled, "memo")
+    write_hook(roots.workspace, "memo", hook_md="---\nname: [\n---\n")
+    result = build()
+    assert [(r.source, r.status) for r in result.records] == [
+        ("bundled", "shadowed"),
+        ("workspace", "invalid"),
+    ]
+    assert result.handlers == []
+
+
+def test_handler_lookup_order(tmp_path: Path) -> None:
+    hook = tmp_path / "h"
+    hook.mkdir()
+    assert find_handler(hook)[0] is None
+    (hook / "index").write_text("#!/bin/sh\n")
+    (hook / "index").chmod(0o755)
+    assert find_handler(hook)[:2] == (hook / "index", True)
+    (hook / "index.py").write_text("")
+    assert find_handler(hook)[:2] == (hook / "index.py", False)
+    (hook / "handler").write_text("#!/bin/sh\n")
+    (hook / "handler").chmod(0o755)
+    assert find_handler(hook)[:2] == (hook / "handler", True)
+    (hook / "handler.py").write_text("")
+    assert find_handler(hook)[:2] == (hook / "handler.py", False)
+
+
+def test_a_non_executable_handler_is_passed_over_with_a_hint(tmp_path: Path) -> None:
+    hook = tmp_path / "h"
+    hook.mkdir()
+    (hook / "handler").write_text("#!/bin/sh\n")
+    (hook / "handler").chmod(0o644)
+    handler, _, problem = find_handler(hook)
+    assert handler is None
+    assert problem is not None
+    assert "expected handler.py, handler (executable), index.py or index (executable)" in problem
+    assert "handler exists but is not executable (chmod +x it)" in problem
+    (hook / "index.py").write_text("")
+    assert find_handler(hook)[0] == hook / "index.py"
+
+
+def test_hook_md_without_handler_is_reported(
+    roots: Roots, build: Build, write_hook: WriteHook
+) -> None:
+    write_hook(roots.managed, "lonely", handler=None)
+    (record,) = build().records
+    assert record.status == "failed"
+    assert record.handler is None
+    assert record.reasons == [
+        f"no handler in {roots.managed / 'lonely'}: expected handler.py, handler (executable), "
+        "index.py or index (executable)"
+    ]
+
+
+def test_extra_dirs_must_resolve_under_the_state_dir(
+    roots: Roots, tmp_path: Path, build: Build, write_hook: WriteHook
+) -> None:
+    outside = tmp_path / "outside"
+    write_hook(outside, "from-outside")
+    sneaky = roots.state / "sneaky"
+    os.symlink(outside, sneaky)  # under the state dir by name, outside by real path
+    inside_link = roots.state / "linked"
+    write_hook(roots.state / "real-extra", "linked-hook")
+    os.symlink(roots.state / "real-extra", inside_link)
+    result = build(
+        {"hooks": {"load": {"extraDirs": [str(outside), str(sneaky), str(inside_link)]}}}
+    )
+    assert [r.name for r in result.records] == ["linked-hook"]
+    assert result.records[0].source == "extra"
+    assert result.rejected_roots == [
+        f"hooks.load.extraDirs: {outside} resolves to {outside}, outside the state dir "
+        f"{roots.state}; move it (or a symlink to it) under the state dir",
+        f"hooks.load.extraDirs: {sneaky} resolves to {outside}, outside the state dir "
+        f"{roots.state}; move it (or a symlink to it) under the state dir",
+    ]
+
+
+def test_discover_does_not_import(
+    roots: Roots, config_for: Callable[..., Config], write_hook: WriteHook
+) -> None:
+    marker = roots.state / "imported"
+    write_hook(roots.managed, "x", handler=f"open({str(marker)!r}, 'w').close()\n")
+    found = discover(config_for())
+    assert [h.name for h in found.hooks] == ["x"]
+    assert not marker.exists()

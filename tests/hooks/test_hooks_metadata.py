@@ -1,0 +1,293 @@
+"""HOOK.md parsing and validation: frontmatter forms, field types, event keys, warnings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gatewayd.hooks.metadata import ManifestError, parse_manifest, read_manifest
+
+PATH = Path("/srv/hooks/foo/HOOK.md")
+SRC = "hooks/foo/HOOK.md"
+
+
+def parse(text: str) -> object:
+    return parse_manifest(text, PATH, source=SRC)
+
+
+def errors_of(text: str) -> list[str]:
+    with pytest.raises(ManifestError) as info:
+        parse_manifest(text, PATH, source=SRC)
+    return info.value.errors
+
+
+def test_nested_yaml_metadata() -> None:
+    m = parse_manifest(
+        "---\n"
+        "name: foo\n"
+        "description: Says hi\n"
+        "homepage: https://example.org/foo\n"
+        "metadata:\n"
+        "  eliza:\n"
+        "    emoji: '👋'\n"
+        "    hookKey: foo-key\n"
+        "    events: [command:new, session]\n"
+        "    export: greet\n"
+        "    always: true\n"
+        "    os: [linux, darwin]\n"
+        "    requires:\n"
+        "      bins: [git]\n"
+        "      anyBins: [bun, npm]\n"
+        "      env: [TOKEN]\n"
+        "      config: [hooks.entries.foo-key.apiKey]\n"
+        "    install:\n"
+        "      - {id: bundled, kind: bundled, label: Bundled}\n"
+        "---\n"
+        "# Foo\n",
+        PATH,
+    )
+    assert m.name == "foo"
+    assert m.hook_key == "foo-key"
+    assert m.description == "Says hi"
+    assert m.homepage == "https://example.org/foo"
+    assert m.emoji == "👋"
+    assert m.events == ("command:new", "session")
+    assert m.export == "greet"
+    assert m.always is True
+    assert m.os == ("linux", "darwin")
+    assert m.requires.bins == ["git"]
+    assert m.requires.any_bins == ["bun", "npm"]
+    assert m.requires.env == ["TOKEN"]
+    assert m.requires.config == ["hooks.entries.foo-key.apiKey"]
+    assert m.install == ({"id": "bundled", "kind": "bundled", "label": "Bundled"},)
+    assert m.namespace == "eliza"
+    assert m.warnings == ()
+
+
+def test_inline_json_metadata_and_crlf() -> None:
+    text = (
+        "---\r\n"
+        "name: foo\r\n"
+        'metadata: {"openclaw":{"emoji":"💾","events":["command:new"],'
+        '"requires":{"config":["workspace.dir"]}}}\r\n'
+        "---\r\n"
+        "body\r\n"
+    )
+    m = parse_manifest(text, PATH)
+    assert m.events == ("command:new",)
+    assert m.emoji == "💾"
+    assert m.requires.config == ["workspace.dir"]
+    assert m.namespace == "openclaw"
+
+
+def test_multiline_json_metadata_as_openclaw_writes_it() -> None:
+    text = (
+        "---\n"
+        "name: foo\n"
+        "metadata:\n"
+        "  {\n"
+        '    "milady": { "events": ["agent:bootstrap"], "always": true },\n'
+        "  }\n"
+        "---\n"
+    )
+    m = parse_manifest(text, PATH)
+    assert (m.namespace, m.events, m.always) == ("milady", ("agent:bootstrap",), True)
+
+
+def test_metadata_given_as_a_json_string() -> None:
+    m = parse_manifest(
+        '---\nname: foo\nmetadata: \'{"eliza": {"events": ["message:received"]}}\'\n---\n',
+        PATH,
+    )
+    assert m.events == ("message:received",)
+
+
+def test_eliza_namespace_wins_over_openclaw() -> None:
+    m = parse_manifest(
+        "---\nmetadata:\n"
+        "  openclaw: {events: [command:new]}\n"
+        "  eliza: {events: [command:stop]}\n"
+        "---\n",
+        PATH,
+    )
+    assert m.events == ("command:stop",)
+
+
+def test_defaults_name_from_directory_and_hook_key_from_name() -> None:
+    m = parse_manifest("---\nmetadata: {eliza: {events: ['*']}}\n---\n", PATH)
+    assert m.name == "foo"
+    assert m.hook_key == "foo"
+    assert m.description == ""
+    assert m.events == ("*",)
+
+
+def test_no_metadata_means_no_events() -> None:
+    m = parse_manifest("---\nname: foo\n---\n", PATH)
+    assert m.events == ()
+    assert m.namespace is None
+
+
+def test_the_issue_example_error() -> None:
+    errors = errors_of("---\nname: foo\nmetadata:\n  eliza:\n    events: command:new\n---\n")
+    assert errors == [
+        "hooks/foo/HOOK.md: metadata.eliza.events must be a list of strings, got 'command:new'"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("always", "yes", "metadata.eliza.always must be true or false, got 'yes'"),
+        ("always", "on", "metadata.eliza.always must be true or false, got 'on'"),
+        ("always", 1, "metadata.eliza.always must be true or false, got 1"),
+        ("hookKey", 5, "metadata.eliza.hookKey must be a string, got 5"),
+        ("emoji", ["x"], "metadata.eliza.emoji must be a string, got ['x']"),
+        ("export", False, "metadata.eliza.export must be a string, got False"),
+        ("os", "linux", "metadata.eliza.os must be a list of strings, got 'linux'"),
+        ("events", ["command:new", 3], "must be a list of strings, got ['command:new', 3]"),
+        ("requires", ["git"], "metadata.eliza.requires must be a mapping"),
+        ("install", "npm i", "metadata.eliza.install must be a list of mappings, got 'npm i'"),
+        ("timeoutMs", "5s", "metadata.eliza.timeoutMs must be a positive integer"),
+        ("timeoutMs", 0, "metadata.eliza.timeoutMs must be a positive integer"),
+    ],
+)
+def test_field_type_errors_name_file_field_and_expectation(
+    field: str, value: object, expected: str
+) -> None:
+    import json
+
+    errors = errors_of(f"---\nmetadata: {{eliza: {{{field}: {json.dumps(value)}}}}}\n---\n")
+    assert len(errors) == 1
+    assert errors[0].startswith("hooks/foo/HOOK.md: ")
+    assert expected in errors[0]
+
+
+@pytest.mark.parametrize("field", ["bins", "anyBins", "env", "config"])
+def test_requires_lists_are_type_checked(field: str) -> None:
+    errors = errors_of(f"---\nmetadata: {{eliza: {{requires: {{{field}: git}}}}}}\n---\n")
+    assert errors == [
+        f"hooks/foo/HOOK.md: metadata.eliza.requires.{field} must be a list of strings, got 'git'"
+    ]
+
+
+def test_openclaw_errors_name_the_openclaw_path() -> None:
+    errors = errors_of("---\nmetadata: {openclaw: {events: command:new}}\n---\n")
+    assert errors == [
+        "hooks/foo/HOOK.md: metadata.openclaw.events must be a list of strings, got 'command:new'"
+    ]
+
+
+def test_every_error_is_reported_at_once() -> None:
+    errors = errors_of(
+        "---\nname: 7\nmetadata: {eliza: {events: x, always: maybe, os: [beos]}}\n---\n"
+    )
+    text = "\n".join(errors)
+    assert "name must be a string, got 7" in text
+    assert "metadata.eliza.events must be a list of strings" in text
+    assert "metadata.eliza.always must be true or false, got 'maybe'" in text
+
+
+def test_misspelled_event_type_is_reported() -> None:
+    errors = errors_of("---\nmetadata: {eliza: {events: [command:new, comand:reset]}}\n---\n")
+    assert len(errors) == 1
+    assert "metadata.eliza.events: unknown event type 'comand' in 'comand:reset'" in errors[0]
+    assert "command, gateway, message, session" in errors[0]
+
+
+def test_yaml_11_booleans_stay_strings_and_then_fail_as_event_keys() -> None:
+    # `on` would be True in YAML 1.1, giving a confusing "must be a string, got True".
+    errors = errors_of("---\nmetadata: {eliza: {events: [on, yes]}}\n---\n")
+    assert any("unknown event type 'on'" in e for e in errors)
+    assert any("unknown event type 'yes'" in e for e in errors)
+
+
+def test_unknown_platform_is_reported() -> None:
+    errors = errors_of("---\nmetadata: {eliza: {events: [command], os: [macos]}}\n---\n")
+    assert errors == [
+        "hooks/foo/HOOK.md: metadata.eliza.os: unknown platform 'macos': "
+        "expected darwin, linux or win32"
+    ]
+
+
+def test_export_must_be_an_identifier() -> None:
+    errors = errors_of("---\nmetadata: {eliza: {events: [command], export: my-fn}}\n---\n")
+    assert errors == [
+        "hooks/foo/HOOK.md: metadata.eliza.export must be a Python identifier, got 'my-fn'"
+    ]
+
+
+def test_unknown_top_level_keys_are_ignored() -> None:
+    m = parse_manifest(
+        "---\nname: foo\nversion: 2\nauthor: {name: x}\nmetadata: {eliza: {events: [command]}}\n"
+        "---\n",
+        PATH,
+    )
+    assert m.events == ("command",)
+    assert m.warnings == ()
+
+
+def test_unknown_keys_in_the_namespace_are_warnings_not_errors() -> None:
+    m = parse_manifest(
+        "---\nmetadata: {eliza: {events: [command], evnts: [x], requires: {bin: [git]}}}\n---\n",
+        PATH,
+        source=SRC,
+    )
+    assert m.events == ("command",)
+    assert m.warnings == (
+        "hooks/foo/HOOK.md: metadata.eliza.evnts: unknown key, ignored (check the spelling)",
+        "hooks/foo/HOOK.md: metadata.eliza.requires.bin: unknown key, ignored "
+        "(expected bins, anyBins, env or config)",
+    )
+
+
+def test_timeout_ms_top_level_or_in_metadata() -> None:
+    top = parse_manifest(
+        "---\ntimeoutMs: 1500\nmetadata: {eliza: {events: [command]}}\n---\n", PATH
+    )
+    inner = parse_manifest(
+        "---\ntimeoutMs: 1500\nmetadata: {eliza: {events: [command], timeoutMs: 250}}\n---\n", PATH
+    )
+    assert (top.timeout_ms, inner.timeout_ms) == (1500, 250)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("name: foo\n", "no YAML frontmatter: the file must start with a '---' line"),
+        ("# Foo\n---\nname: foo\n---\n", "no YAML frontmatter"),
+        ("---\nname: foo\n", "the frontmatter opened on line 1 is never closed by '---'"),
+        ("---\n- a\n- b\n---\n", "the frontmatter must be a mapping of keys, got a list"),
+        ("---\nmetadata: [1]\n---\n", "metadata must be a mapping (nested YAML or inline JSON)"),
+        ("---\nmetadata: '{oops'\n---\n", "metadata is a string that is not valid JSON"),
+        ("---\nmetadata: {eliza: [x]}\n---\n", "metadata.eliza must be a mapping, got ['x']"),
+        ("---\nname: ''\n---\n", "name must be a non-empty string"),
+    ],
+)
+def test_unusable_frontmatter(text: str, expected: str) -> None:
+    errors = errors_of(text)
+    assert len(errors) == 1
+    assert expected in errors[0]
+    assert errors[0].startswith("hooks/foo/HOOK.md")
+
+
+def test_broken_yaml_reports_the_file_line() -> None:
+    errors = errors_of("---\nname: foo\nmetadata: {eliza: {events: [command:new}\n---\n")
+    assert len(errors) == 1
+    # Line 3 of the file (the frontmatter starts on line 2): the parser's position is kept.
+    assert errors[0].startswith("hooks/foo/HOOK.md:3:")
+    assert "invalid YAML" in errors[0]
+
+
+def test_bom_and_empty_frontmatter() -> None:
+    m = parse_manifest("\ufeff---\n---\nbody\n", PATH)
+    assert (m.name, m.events) == ("foo", ())
+
+
+def test_read_manifest_reports_non_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "x" / "HOOK.md"
+    path.parent.mkdir()
+    path.write_bytes(b"---\nname: \xff\n---\n")
+    with pytest.raises(ManifestError) as info:
+        read_manifest(path)
+    assert info.value.errors[0].startswith(f"{path}: not UTF-8 text")
