@@ -208,7 +208,7 @@ def config_path(explicit: str | os.PathLike[str] | None = None) -> tuple[Path | 
     return (default, False) if default.exists() else (None, False)
 
 
-def _fold_internal(raw: dict[str, Any]) -> dict[str, Any]:
+def fold_internal(raw: dict[str, Any]) -> dict[str, Any]:
     """Read ``hooks.internal.*`` as ``hooks.*``; keys written directly under ``hooks`` win."""
     hooks = raw.get("hooks")
     if not isinstance(hooks, dict) or "internal" not in hooks:
@@ -220,7 +220,7 @@ def _fold_internal(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "hooks": merged}
 
 
-def _format_errors(exc: ValidationError) -> list[str]:
+def format_errors(exc: ValidationError) -> list[str]:
     errors = []
     for err in exc.errors():
         path = ".".join(str(p) for p in err["loc"]) or "(top level)"
@@ -261,9 +261,9 @@ def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
         raw = read_config_file(path)
     source = str(path) if path else "built-in defaults"
     try:
-        settings = Settings(**_fold_internal(raw))
+        settings = Settings(**fold_internal(raw))
     except ValidationError as exc:
-        raise ConfigError(source, _format_errors(exc)) from None
+        raise ConfigError(source, format_errors(exc)) from None
     except ValueError as exc:  # a GATEWAYD_* variable that is not valid JSON for its field
         raise ConfigError(source, [f"environment override: {exc}"]) from None
     return Config(settings, path, state_dir())

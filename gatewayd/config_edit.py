@@ -1,0 +1,98 @@
+"""Changing the user's config file on their behalf, keeping their keys, order and comments.
+
+``gatewayd hooks enable|disable`` write ``hooks.entries.<hookKey>.enabled`` through a round-trip
+YAML editor (ruamel.yaml), check that the result is still a valid config, and replace the file
+atomically, so a running daemon's watcher sees one complete new version and reloads it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
+
+from gatewayd.config import ConfigError, Settings, fold_internal, format_errors, read_config_file
+from gatewayd.yamlio import load_yaml
+
+
+def _yaml() -> YAML:
+    yaml = YAML()  # round-trip, YAML 1.2
+    yaml.preserve_quotes = True
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    yaml.representer.add_representer(  # keep `key: null` as written, not `key:`
+        type(None), lambda rep, _: rep.represent_scalar("tag:yaml.org,2002:null", "null")
+    )
+    return yaml
+
+
+def _child(parent: CommentedMap, key: str) -> CommentedMap:
+    node = parent.get(key)
+    if node is None:
+        node = CommentedMap()
+        parent[key] = node
+    elif not isinstance(node, CommentedMap):
+        raise ConfigError(str(key), [f"{key}: expected a mapping, got {type(node).__name__}"])
+    if not node and node.fa.flow_style():
+        node.fa.set_block_style()  # `entries: {}` grows into a readable block
+    return node
+
+
+def set_hook_enabled(path: Path, hook_key: str, enabled: bool) -> bool:
+    """Set ``hooks.entries.<hook_key>.enabled`` in the YAML file at ``path`` (created if absent).
+
+    Entries kept under ``hooks.internal.entries`` (OpenClaw/Milady layout) are edited there.
+    Returns False when the file already said so. Raises :class:`ConfigError` if the file is not
+    valid YAML, or if the edited config would not validate (the file is then left untouched).
+    """
+    yaml = _yaml()
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if text.strip():
+        read_config_file(path)  # a clear error for a broken file, before ruamel's own
+        doc = yaml.load(text)
+    else:
+        doc = CommentedMap()
+    if not isinstance(doc, CommentedMap):
+        raise ConfigError(str(path), [f"{path}: the top level must be a mapping of keys"])
+    hooks = _child(doc, "hooks")
+    internal = hooks.get("internal")
+    section = internal if isinstance(internal, CommentedMap) and "entries" in internal else hooks
+    entry = _child(_child(section, "entries"), hook_key)
+    if entry.get("enabled", True) is enabled and ("enabled" in entry or enabled):
+        return False  # already so (an entry without `enabled` is enabled)
+    entry["enabled"] = enabled
+    out = io.StringIO()
+    yaml.dump(doc, out)
+    new_text = out.getvalue()
+    _validate(path, new_text)
+    _atomic_write(path, new_text)
+    return True
+
+
+def _validate(path: Path, text: str) -> None:
+    raw: Any = load_yaml(text, str(path)) or {}
+    try:
+        Settings.model_validate(fold_internal(raw))
+    except ValidationError as exc:
+        raise ConfigError(str(path), format_errors(exc)) from None
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o600
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
