@@ -98,6 +98,20 @@ def build_parser() -> argparse.ArgumentParser:
     csub = config.add_subparsers(dest="config_command", metavar="COMMAND", required=True)
     _command(csub, "show", "gatewayd.cli_hooks:cli_config_show", "print the effective config")
     _command(csub, "check", "gatewayd.cli_hooks:cli_config_check", "validate the config")
+
+    p = _command(sub, "install-service", "gatewayd.service:cli_install_service", "write a unit")
+    p.description = "Write the systemd unit for this installation (its interpreter and paths)."
+    p.add_argument("--user", action="store_true", help="a user unit (systemctl --user)")
+    p.add_argument("--stdout", "--dry-run", action="store_true", help="print it, write nothing")
+    p.add_argument("--unit-dir", metavar="DIR", help="where to write it (default: systemd's)")
+    p.add_argument("--force", action="store_true", help="replace a unit that differs")
+    p.add_argument("--now", action="store_true", help="then daemon-reload and enable --now")
+    p.add_argument(
+        "--notify-reload",
+        choices=["auto", "yes", "no"],
+        default="auto",
+        help="add the Type=notify-reload drop-in (auto: on systemd 253+)",
+    )
     return parser
 
 
