@@ -42,6 +42,17 @@ def _json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def _client(parser: argparse.ArgumentParser) -> None:
+    """Flags of the commands that talk to a running daemon (gatewayd.client)."""
+    _json_flag(parser)
+    parser.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="control socket (default: $GATEWAYD_GATEWAY__CONTROL__SOCKET, the config's "
+        "gateway.control.socket, else $ELIZA_STATE_DIR/run/gatewayd.sock)",
+    )
+
+
 def _command(sub: Any, name: str, target: str, help: str, **kwargs: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help, **kwargs)
     parser.set_defaults(target=target)
@@ -67,20 +78,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session", required=True, metavar="KEY", help="session key")
     p.add_argument("--sender", metavar="ID", help="sender id (default: cli)")
     p.add_argument("--channel", metavar="NAME", help="channel id (default: cli)")
-    _json_flag(p)
+    _client(p)
 
     p = _command(sub, "trigger", "gatewayd.client:cli_trigger", "post an event to the queue")
     p.add_argument("event", metavar="TYPE:ACTION")
     p.add_argument("--session", required=True, metavar="KEY", help="session key")
     p.add_argument("--context", metavar="JSON", help="event context as a JSON object")
     p.add_argument("--no-wait", action="store_true", help="return once queued")
-    _json_flag(p)
+    _client(p)
 
     p = _command(sub, "status", "gatewayd.client:cli_status", "show a running daemon's status")
-    _json_flag(p)
+    _client(p)
 
     p = _command(sub, "reload", "gatewayd.client:cli_reload", "reload config and hooks")
-    _json_flag(p)
+    _client(p)
 
     hooks = sub.add_parser("hooks", help="inspect hooks", description="inspect hooks")
     hsub = hooks.add_subparsers(dest="hooks_command", metavar="COMMAND", required=True)

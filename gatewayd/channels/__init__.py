@@ -1,0 +1,74 @@
+"""Channels: where messages and requests come into the gateway.
+
+A channel is anything with the :class:`Channel` shape. The gateway starts each one with
+``channel.claim()`` early (before loading hooks), then ``await task_group.start(channel.serve)``
+and counts it up once ``serve`` has called
+``task_status.started()``, which a channel does only when it is really listening. On shutdown the
+gateway calls :meth:`Channel.stop_accepting` first (no new connections or requests; requests in
+progress finish), and cancels ``serve`` after the trigger queue has drained.
+
+Channels talk to the gateway only through :class:`ChannelHost`, never through its internals.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from anyio.abc import TaskStatus
+
+
+class ChannelError(Exception):
+    """A channel that cannot start (address in use, bad path); the message says what to do."""
+
+
+class ChannelHost(Protocol):
+    """What a channel may ask of the gateway (implemented by ``daemon.Gateway``)."""
+
+    async def deliver(
+        self, session_key: str, text: str, *, sender_id: str, channel: str, wait: bool = True
+    ) -> tuple[list[str], str | None]:
+        """An inbound message; returns (reply messages, command name or None)."""
+        ...
+
+    async def trigger(
+        self, key: str, session_key: str, context: dict[str, Any], *, wait: bool
+    ) -> list[str] | None:
+        """Post ``type:action``; the messages when ``wait``, else None once queued."""
+        ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    async def reload(self, trigger: str) -> dict[str, Any]: ...
+
+    def hooks(self) -> dict[str, Any]: ...
+
+    async def bootstrap(self, session_key: str) -> list[Any]: ...
+
+
+class Channel(Protocol):
+    """A source of inbound traffic; see the module docstring for the lifecycle."""
+
+    name: str
+
+    def claim(self) -> None:
+        """Reserve the channel's address (a lock, a port) or raise :class:`ChannelError`.
+
+        Called before the hooks load, so a second daemon is refused before it runs any hook
+        code. ``serve`` claims by itself if this was not called.
+        """
+        ...
+
+    async def serve(self, *, task_status: TaskStatus[None]) -> None:
+        """Listen, call ``task_status.started()``, then serve until cancelled."""
+        ...
+
+    def stop_accepting(self) -> None:
+        """Take no new connections or requests; requests in progress may finish."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """``{name, address, listening, connections}`` for ``status``."""
+        ...
+
+
+__all__ = ["Channel", "ChannelError", "ChannelHost"]

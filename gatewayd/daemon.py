@@ -1,0 +1,485 @@
+"""The gateway daemon (``gatewayd run``): lifecycle, start order, signals, reload, shutdown.
+
+:class:`Gateway` owns every subsystem and one root task group that owns every task. Its life,
+top to bottom (:meth:`Gateway.serve`):
+
+1. claim every channel's address (a second daemon stops here, before running any hook code);
+2. load the hooks in a worker thread and swap them into the registry (``hooks.loaded``);
+3. start the dispatcher and every channel, each counted only once it listens (``channels.up``);
+4. ``READY=1`` with a ``STATUS=`` line; ``gateway.startupHookDelayMs`` later ``gateway:startup``
+   goes through the trigger queue in the background (once per process, never on reload);
+5. serve until SIGTERM/SIGINT; SIGHUP (and the ``reload`` op) call :meth:`Gateway.reload`;
+6. shutdown: ``STOPPING=1``, channels stop accepting, ``gateway:shutdown`` (bounded by
+   ``gateway.shutdownTimeoutMs``), the queue drained (bounded by ``gateway.drainTimeoutMs``),
+   one canonical ``gateway.shutdown`` line, exit 0. A second signal exits at once with code 1.
+
+Exit codes of ``gatewayd run``: 0 clean shutdown, 1 cannot start (socket in use, ...) or forced
+by a second signal, 78 invalid config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import structlog
+
+from gatewayd import __version__
+from gatewayd.channels import Channel, ChannelError
+from gatewayd.channels.control import ControlChannel
+from gatewayd.commands import CommandRouter, Inbound, parse_command
+from gatewayd.config import Config, ConfigError, load_config
+from gatewayd.hooks.events import create_hook_event
+from gatewayd.hooks.loader import LoadResult, build_hooks, hooks_listing
+from gatewayd.hooks.registry import HookRegistry, default_registry
+from gatewayd.logging import LogFormat, configure_logging
+from gatewayd.sessions import SessionManager
+from gatewayd.systemd import Notifier, watchdog_interval, watchdog_loop
+from gatewayd.triggers import Dispatcher, QueueClosed, TriggerQueue
+
+log = structlog.get_logger("gatewayd")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CONFIG = 78  # EX_CONFIG, as gatewayd.cli.EXIT_CONFIG
+
+
+
+def _restart_only(config: Config) -> dict[str, Any]:
+    """Settings a reload cannot change in a running process (logged when they differ)."""
+    return {
+        "gateway.control.socket": config.paths.control_socket,
+        "gateway.queue.concurrency": config.settings.gateway.queue.concurrency,
+    }
+
+
+def configure_logs(config: Config, level: str | None, fmt: LogFormat | None) -> None:
+    """Logging from the config, with ``--log-level`` / ``--log-format`` winning."""
+    configure_logging(level or config.settings.logging.level, fmt or config.settings.logging.format)
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Gateway:
+    """The running daemon; see the module docstring. Build with a loaded :class:`Config`."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        config_arg: str | None = None,
+        registry: HookRegistry | None = None,
+        log_overrides: tuple[str | None, LogFormat | None] = (None, None),
+        loop_name: str = "asyncio",
+    ) -> None:
+        self.config = config
+        self.config_arg = config_arg
+        """``--config`` as given: reloads re-resolve the file the same way the start did."""
+        self.registry = registry or default_registry
+        self.loop_name = loop_name
+        self._log_overrides = log_overrides
+        gw = config.settings.gateway
+        self.queue = TriggerQueue(gw.queue.capacity)
+        self.dispatcher = Dispatcher(self.queue, self.registry, gw.queue.concurrency)
+        self.sessions = SessionManager(config.paths.sessions)
+        self.router = CommandRouter(self.queue, self.sessions, self.event_base)
+        self.channels: list[Channel] = [ControlChannel(self, config.paths.control_socket)]
+        self.notifier = Notifier()
+        self.state = "starting"
+        self.startup_fired = False
+        self.reloads = 0
+        self.last_reload: dict[str, Any] | None = None
+        self.exit_code = EXIT_OK
+        self._started = time.monotonic()
+        self._load: LoadResult | None = None
+        self._base: dict[str, Any] = {}
+        self._set_base(config)
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._stop: anyio.Event | None = None
+        self._stop_reason = ""
+        self._startup_scope: anyio.CancelScope | None = None
+        self._reload_lock: anyio.Lock | None = None
+
+    # -- what subsystems and channels use -------------------------------------------------------
+
+    def _set_base(self, config: Config) -> None:
+        self._base = {"cfg": config.effective(), "workspaceDir": str(config.paths.workspace)}
+
+    def event_base(self) -> dict[str, Any]:
+        """The context every event carries: ``cfg`` (the effective config, read-only by
+        convention) and ``workspaceDir``."""
+        return self._base
+
+    async def deliver(
+        self,
+        session_key: str,
+        text: str,
+        *,
+        sender_id: str = "gateway",
+        channel: str = "internal",
+        wait: bool = True,
+    ) -> tuple[list[str], str | None]:
+        """Handle an inbound message; returns ``(reply messages, command name or None)``.
+
+        With ``wait=False`` the message is handled in the background and the reply is
+        ``[]``; this is the form to use from inside a hook handler (waiting there on the same
+        session would wait on itself). Raises ``QueueClosed`` once the gateway is stopping.
+        """
+        if self.queue.closed or self.state == "stopping":
+            raise QueueClosed("the gateway is shutting down and takes no new messages")
+        msg = Inbound(session_key, text, sender_id, channel)
+        if not wait:
+            assert self._tg is not None, "deliver(wait=False) needs a running gateway"
+            self._tg.start_soon(self._deliver_in_background, msg)
+            command = parse_command(text)
+            return [], command.name if command else None
+        reply = await self.router.handle(msg)
+        return reply.messages, reply.command
+
+    async def _deliver_in_background(self, msg: Inbound) -> None:
+        try:
+            await self.router.handle(msg)
+        except QueueClosed as exc:
+            log.warning("message.undelivered", session_key=msg.session_key, reason=str(exc))
+        except Exception as exc:
+            log.exception("message.failed", session_key=msg.session_key, error=str(exc))
+
+    async def trigger(
+        self, key: str, session_key: str, context: dict[str, Any], *, wait: bool
+    ) -> list[str] | None:
+        """Post ``type:action`` for ``session_key``; its messages when ``wait``, else None."""
+        etype, _, action = key.partition(":")
+        event = create_hook_event(etype, action, session_key, {**self._base, **context})
+        if not wait:
+            await self.queue.post(event)
+            return None
+        ticket = await self.queue.submit(event)
+        return [str(m) for m in (await ticket.wait()).messages]
+
+    async def bootstrap(self, session_key: str) -> list[Any]:
+        """Fire ``agent:bootstrap`` and return the ``bootstrapFiles`` its handlers left."""
+        return await self.router.bootstrap(session_key)
+
+    def hooks(self) -> dict[str, Any]:
+        """The ``hooks`` op: ``{stateDir, workspaceDir, hooks: [...]}`` of the last load."""
+        if self._load is None:
+            return {"stateDir": str(self.config.paths.state), "hooks": []}
+        return hooks_listing(self.config, self._load)
+
+    def status(self) -> dict[str, Any]:
+        """The ``status`` op (DESIGN.md section 5) plus ``state``, ``loop``, ``sessions``."""
+        summary = (
+            self._load.summary()
+            if self._load is not None
+            else {"discovered": 0, "eligible": 0, "registered": 0, "skipped": [], "failed": []}
+        )
+        return {
+            "pid": os.getpid(),
+            "version": __version__,
+            "state": self.state,
+            "uptime_s": round(time.monotonic() - self._started, 3),
+            "startup_fired": self.startup_fired,
+            "loop": self.loop_name,
+            "config": self.config.source_label,
+            "channels": [channel.describe() for channel in self.channels],
+            "hooks": summary,
+            "queue": self.dispatcher.stats(),
+            "sessions": len(self.sessions),
+            "reloads": self.reloads,
+            "last_reload": self.last_reload,
+        }
+
+    def _status_line(self) -> str:
+        registered = self._load.registered if self._load is not None else 0
+        socket = self.config.paths.control_socket
+        return f"{self.state}: {registered} hooks registered, control socket {socket}"
+
+    # -- reload ------------------------------------------------------------------------------
+
+    async def reload(self, trigger: str) -> dict[str, Any]:
+        """Re-read the config and reload the hooks; one at a time.
+
+        An invalid config is refused (logged, the running config and hooks stay). Returns
+        ``{time, duration_ms, trigger, result: ok|refused|failed, summary, errors}``; the
+        same record minus ``summary`` becomes ``status.last_reload``.
+        """
+        if self._reload_lock is None:
+            self._reload_lock = anyio.Lock()
+        async with self._reload_lock:
+            began, t0 = time.time(), time.perf_counter()
+            self.notifier.reloading()
+            log.info("reload.begin", trigger=trigger)
+            summary: dict[str, Any] | None = None
+            errors: list[str] = []
+            try:
+                config = await anyio.to_thread.run_sync(load_config, self.config_arg)
+                result = await anyio.to_thread.run_sync(build_hooks, config)
+            except ConfigError as exc:
+                outcome, errors = "refused", [f"{exc.source}: {e}" for e in exc.errors]
+                log.error(
+                    "reload.refused",
+                    trigger=trigger,
+                    source=exc.source,
+                    errors=exc.errors,
+                    fix="fix the config; the running config and hooks stay in place",
+                )
+            except Exception as exc:  # the loader reports per-hook failures; this is a bug
+                outcome, errors = "failed", [f"{type(exc).__name__}: {exc}"]
+                log.exception("reload.failed", trigger=trigger, error=errors[0])
+            else:
+                self._apply_config(config)
+                result.apply(self.registry, config)
+                self._load = result
+                outcome, summary = "ok", result.summary()
+            record: dict[str, Any] = {
+                "time": _iso(began),
+                "duration_ms": round((time.perf_counter() - t0) * 1000, 1),
+                "trigger": trigger,
+                "result": outcome,
+            }
+            if errors:
+                record["errors"] = errors
+            self.reloads += 1
+            self.last_reload = record
+            log.info("reload.done", **record)
+            self.notifier.ready(self._status_line())
+            return {**record, "summary": summary, "errors": errors}
+
+    def _apply_config(self, config: Config) -> None:
+        """Take what a running process can change from a new config; log what it cannot."""
+        old, new = _restart_only(self.config), _restart_only(config)
+        changed = [key for key in new if new[key] != old[key]]
+        if changed:
+            log.warning(
+                "reload.restart_needed",
+                keys=changed,
+                note="these settings keep their old values until gatewayd restarts",
+            )
+        self.queue.capacity = config.settings.gateway.queue.capacity
+        configure_logs(config, *self._log_overrides)
+        self.config = config
+        self._set_base(config)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def request_stop(self, reason: str) -> None:
+        """Begin a graceful shutdown (what SIGTERM does); a no-op if one is under way."""
+        if self._stop is None or self._stop.is_set():
+            return
+        self._stop_reason = reason
+        self._stop.set()
+        if self._startup_scope is not None:
+            self._startup_scope.cancel()
+
+    async def serve(self) -> int:
+        """Run until stopped; returns the exit code."""
+        self._stop = anyio.Event()
+        log.info(
+            "gateway.starting",
+            pid=os.getpid(),
+            version=__version__,
+            loop=self.loop_name,
+            config=self.config.source_label,
+            state_dir=str(self.config.paths.state),
+        )
+        if self.loop_name != "uvloop":
+            log.warning("gateway.loop_fallback", loop=self.loop_name, note="uvloop not installed")
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            tg.start_soon(self._watch_signals)
+            if (interval := watchdog_interval()) is not None:
+                tg.start_soon(watchdog_loop, self.notifier, interval)
+            started = False
+            with anyio.CancelScope() as self._startup_scope:
+                started = await self._start(tg)
+            self._startup_scope = None
+            if started:
+                await self._stop.wait()
+            await self._shutdown()
+            tg.cancel_scope.cancel()
+        self.notifier.close()
+        return self.exit_code
+
+    async def _start(self, tg: anyio.abc.TaskGroup) -> bool:
+        try:
+            for channel in self.channels:
+                channel.claim()
+        except ChannelError as exc:
+            return self._fail_start(exc)
+        self._load = await anyio.to_thread.run_sync(build_hooks, self.config)
+        self._load.apply(self.registry, self.config)
+        self.sessions.load()
+        await tg.start(self.dispatcher.run)
+        try:
+            for channel in self.channels:
+                await tg.start(channel.serve)
+        except ChannelError as exc:
+            return self._fail_start(exc)
+        startup_ms = round((time.monotonic() - self._started) * 1000, 1)
+        log.info(
+            "channels.up",
+            channels=[channel.describe() for channel in self.channels],
+            startup_ms=startup_ms,
+        )
+        self.state = "running"
+        self.notifier.ready(self._status_line())
+        log.info("gateway.ready", hooks=self._load.registered, startup_ms=startup_ms)
+        tg.start_soon(self._fire_startup, self.config.settings.gateway.startup_hook_delay_ms / 1000)
+        return True
+
+    def _fail_start(self, exc: ChannelError) -> bool:
+        log.error("gateway.start_failed", error=str(exc))
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        self.exit_code = EXIT_FAILED
+        self._stop_reason = "start failure"
+        return False
+
+    async def _fire_startup(self, delay_s: float) -> None:
+        await anyio.sleep(delay_s)
+        if self.startup_fired or self.state != "running":
+            return
+        self.startup_fired = True
+        event = create_hook_event(
+            "gateway", "startup", "gateway:startup", {**self._base, "gateway": self}
+        )
+        try:
+            await self.queue.post(event)
+        except QueueClosed:
+            return
+        log.info("gateway.startup_posted", delay_ms=round(delay_s * 1000))
+
+    async def _watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for signum in signals:
+                name = signal.Signals(signum).name
+                if signum == signal.SIGHUP:
+                    if self.state == "running":
+                        assert self._tg is not None
+                        self._tg.start_soon(self.reload, name)
+                    else:
+                        log.info("reload.ignored", signal=name, state=self.state)
+                    continue
+                if self._stop is not None and self._stop.is_set():
+                    self._force_exit(name)
+                log.info("gateway.signal", signal=name)
+                self.request_stop(name)
+
+    def _force_exit(self, signame: str) -> None:
+        stats = self.dispatcher.stats()
+        left = stats["depth"] + stats["left"]
+        log.error(
+            "gateway.shutdown",
+            summary=f"forced exit on second {signame} - {stats['dispatched']} dispatched - "
+            f"{stats['errors']} failed - {stats['timeouts']} timed out - {left}+ left",
+            signal=signame,
+            forced=True,
+            dispatched=stats["dispatched"],
+            failed=stats["errors"],
+            timed_out=stats["timeouts"],
+            left=left,
+            exit_code=EXIT_FAILED,
+        )
+        for channel in self.channels:
+            channel.stop_accepting()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_FAILED)
+
+    async def _shutdown(self) -> None:
+        reason = self._stop_reason or "request"
+        self.state = "stopping"
+        gw = self.config.settings.gateway
+        self.notifier.stopping(f"stopping on {reason}: draining {self.queue.depth} queued events")
+        log.info("shutdown.begin", reason=reason, queued=self.queue.depth)
+        for channel in self.channels:
+            channel.stop_accepting()
+        if self._load is not None:  # hooks were loaded: tell them
+            event = create_hook_event(
+                "gateway", "shutdown", "gateway:shutdown", {**self._base, "reason": reason}
+            )
+            with anyio.move_on_after(gw.shutdown_timeout_ms / 1000) as scope:
+                await self.dispatcher.dispatch_now(event)
+            if scope.cancelled_caught:
+                log.warning(
+                    "shutdown.hooks_timeout",
+                    timeout_ms=gw.shutdown_timeout_ms,
+                    fix="make gateway:shutdown handlers faster or raise gateway.shutdownTimeoutMs",
+                )
+        left = await self.dispatcher.drain(gw.drain_timeout_ms / 1000)
+        if left:
+            log.warning(
+                "shutdown.left",
+                left=left,
+                drain_timeout_ms=gw.drain_timeout_ms,
+                fix="raise gateway.drainTimeoutMs or make the slow hooks faster",
+            )
+        d = self.dispatcher
+        summary = (
+            f"shutdown on {reason} - {d.dispatched} dispatched - {d.errors} failed - "
+            f"{d.timeouts} timed out - {left} left"
+        )
+        log.info(
+            "gateway.shutdown",
+            summary=summary,
+            signal=reason,
+            dispatched=d.dispatched,
+            failed=d.errors,
+            timed_out=d.timeouts,
+            left=left,
+            exit_code=self.exit_code,
+            uptime_s=round(time.monotonic() - self._started, 3),
+        )
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+def _loop() -> tuple[str, dict[str, Any]]:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return "asyncio", {}
+    return "uvloop", {"use_uvloop": True}
+
+
+def run_gateway(gateway: Gateway) -> int:
+    """Run ``gateway`` on uvloop (asyncio when uvloop is missing); returns the exit code."""
+    _, options = _loop()
+    code: int = anyio.run(gateway.serve, backend="asyncio", backend_options=options)
+    stuck = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    if stuck:
+        # Sync hooks abandoned after a timeout keep their threads; don't let them hold the exit.
+        log.warning("gateway.threads_abandoned", threads=len(stuck))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def cli_run(args: argparse.Namespace) -> int:
+    """``gatewayd run``: validate the config (exit 78 listing every error), then serve."""
+    level: str | None = getattr(args, "log_level", None)
+    fmt: LogFormat | None = getattr(args, "log_format", None)
+    configure_logging(level or "info", fmt or "auto")
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"error: invalid config {exc.source}:", file=sys.stderr)
+        for problem in exc.errors:
+            print(f"  - {problem}", file=sys.stderr)
+        return EXIT_CONFIG
+    configure_logs(config, level, fmt)
+    loop_name, _ = _loop()
+    gateway = Gateway(
+        config, config_arg=args.config, log_overrides=(level, fmt), loop_name=loop_name
+    )
+    return run_gateway(gateway)
