@@ -25,10 +25,13 @@ from pathlib import Path
 from typing import Final
 
 from gatewayd.config import Config
-from gatewayd.hooks.metadata import HookManifest, ManifestError, read_manifest
+from gatewayd.hooks.metadata import HookManifest, ManifestCache, ManifestError
 
 SOURCES: Final = ("extra", "bundled", "managed", "workspace")
 """Root sources in precedence order, lowest first."""
+
+manifests = ManifestCache()
+"""Parsed HOOK.md files of the latest scan (re-parsed whenever a file's bytes change)."""
 
 HANDLER_FILES: Final = (
     ("handler.py", False),
@@ -115,10 +118,10 @@ def hook_roots(config: Config) -> tuple[list[HookRoot], list[str]]:
 def find_handler(hook_dir: Path) -> tuple[Path | None, bool, str | None]:
     """``(handler, is_command, problem)`` for a hook directory; see :data:`HANDLER_FILES`."""
     not_executable: list[str] = []
+    prefix = f"{hook_dir}{os.sep}"
     for filename, executable in HANDLER_FILES:
-        candidate = hook_dir / filename
         try:
-            st = os.stat(candidate)
+            st = os.stat(prefix + filename)
         except OSError:
             continue
         if not stat.S_ISREG(st.st_mode):
@@ -126,7 +129,7 @@ def find_handler(hook_dir: Path) -> tuple[Path | None, bool, str | None]:
         if executable and not st.st_mode & 0o111:
             not_executable.append(filename)
             continue
-        return candidate, executable, None
+        return hook_dir / filename, executable, None
     problem = (
         f"no handler in {hook_dir}: expected handler.py, handler (executable), index.py "
         "or index (executable)"
@@ -158,7 +161,7 @@ def scan(root: HookRoot) -> list[FoundHook]:
         manifest: HookManifest | None = None
         errors: list[str] = []
         try:
-            manifest = read_manifest(hook_md, source=str(hook_md))
+            manifest = manifests.read(hook_md, source=str(hook_md))
         except ManifestError as exc:
             errors = exc.errors
         handler, command, problem = find_handler(hook_dir)
@@ -190,4 +193,5 @@ def discover(config: Config) -> Discovery:
                     f"(a later root wins a name conflict)"
                 )
             winner[hook.name] = hook
+    manifests.retain({hook.path / "HOOK.md" for hook in hooks})
     return Discovery(roots, hooks, rejected)

@@ -4,7 +4,9 @@ Each hook directory becomes the package ``_gatewayd_hooks.<slug>`` (``slug`` = t
 an identifier plus a short hash of the directory's real path), so a handler's relative imports
 (``from .helpers import x``, ``from .lib import util``) find its sibling modules. A meta-path
 finder placed first on ``sys.meta_path`` owns every name under ``_gatewayd_hooks``: it reads the
-``.py`` file and ``compile()``s the bytes, never consulting ``__pycache__``.
+``.py`` file and ``compile()``s the bytes, never consulting ``__pycache__`` (whose validation is
+whole-second mtime plus size). Code objects are reused only for byte-identical source at the same
+path, which is exact, and saves most of a reload's time for the hooks that did not change.
 
 Why a *stable* name per hook rather than a generation-unique one (the issue's wording): measured on
 this machine, importing under a fresh module name per load still reuses ``__pycache__`` (its
@@ -26,15 +28,16 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.abc
-import importlib.machinery
+import importlib.util
 import os
 import re
+import stat
 import sys
 import threading
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from importlib.machinery import ModuleSpec
 
 ROOT_PACKAGE = "_gatewayd_hooks"
 
@@ -43,25 +46,57 @@ class UnsafePathError(ImportError):
     """A hook file refused by the path-safety rules (symlink escape, hard link)."""
 
 
-def check_file(path: Path, inside: Path, *, allow_links: bool) -> Path:
-    """The real path of ``path`` after checking it is a regular file inside ``inside`` (a real
-    path) with one link. Raises :class:`UnsafePathError` saying what is wrong and how to fix it."""
-    real = Path(os.path.realpath(path))
-    if not real.is_relative_to(inside) or real == inside:
+def is_inside(path: str, parent: str) -> bool:
+    """True when ``path`` is strictly below ``parent`` (both real, normalized paths)."""
+    return path.startswith(parent.rstrip(os.sep) + os.sep)
+
+
+def real_path(
+    path: str | os.PathLike[str], base: str | os.PathLike[str], base_real: str | os.PathLike[str]
+) -> tuple[str, os.stat_result]:
+    """``(realpath, lstat)`` of ``path``, a path under ``base`` whose real path is ``base_real``.
+
+    ``os.path.realpath`` walks every component of an absolute path; here only the components
+    below ``base`` are ``lstat``-ed, and the full resolution runs only when one is a symlink.
+    Raises ``OSError`` when ``path`` does not exist.
+    """
+    path, base, base_real = os.fspath(path), os.fspath(base), os.fspath(base_real)
+    prefix = base.rstrip(os.sep) + os.sep
+    if path.startswith(prefix):
+        parts = path[len(prefix) :].split(os.sep)
+        if ".." not in parts and "." not in parts and "" not in parts:
+            current = base.rstrip(os.sep)
+            for part in parts:
+                current = f"{current}{os.sep}{part}"
+                st = os.lstat(current)
+                if stat.S_ISLNK(st.st_mode):
+                    break
+            else:
+                return os.path.join(base_real, *parts), st
+    real = os.path.realpath(path)
+    return real, os.stat(real)
+
+
+def check_file(path: str | os.PathLike[str], inside: str, *, allow_links: bool) -> str:
+    """The real path of ``path`` (a path under ``inside``, itself a real path) after checking it
+    is a regular file inside ``inside`` with one link. Raises :class:`UnsafePathError` saying
+    what is wrong and how to fix it."""
+    try:
+        real, st = real_path(path, inside, inside)
+    except OSError as exc:
+        raise UnsafePathError(f"{path}: cannot stat: {exc.strerror or exc}") from None
+    if not is_inside(real, inside):
         raise UnsafePathError(
             f"{path}: resolves to {real}, outside the hook directory {inside}; "
             "copy the file into the hook directory instead of linking to it"
         )
-    if not allow_links:
-        try:
-            links = os.stat(real).st_nlink
-        except OSError as exc:
-            raise UnsafePathError(f"{path}: cannot stat: {exc.strerror or exc}") from None
-        if links > 1:
-            raise UnsafePathError(
-                f"{path}: is hard-linked ({links} links), so its content may come from outside "
-                "the hook directory; replace it with a plain copy (cp --no-preserve=links)"
-            )
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafePathError(f"{path}: is not a regular file")
+    if not allow_links and st.st_nlink > 1:
+        raise UnsafePathError(
+            f"{path}: is hard-linked ({st.st_nlink} links), so its content may come from "
+            "outside the hook directory; replace it with a plain copy (cp --no-preserve=links)"
+        )
     return real
 
 
@@ -70,20 +105,34 @@ class HookPackage:
     """One hook directory registered with the importer."""
 
     name: str
-    directory: Path
+    directory: str
     """Real path of the hook directory."""
     allow_links: bool
     modules: set[str] = field(default_factory=set)
     """Every module of this package currently in ``sys.modules`` (purged on the next load)."""
 
 
-def package_name(hook_name: str, directory: Path, kind: str = "hook") -> str:
+def package_name(hook_name: str, directory: str | os.PathLike[str], kind: str = "hook") -> str:
     """The stable package name of a hook: same hook directory, same name, on every load."""
     slug = re.sub(r"\W", "_", hook_name, flags=re.ASCII).strip("_") or "hook"
     if slug[0].isdigit():
         slug = "h" + slug
-    digest = hashlib.blake2s(f"{kind}\0{directory}".encode(), digest_size=4).hexdigest()
-    return f"{ROOT_PACKAGE}.{slug}_{digest}"
+    digest = hashlib.blake2s(f"{kind}\0{os.fspath(directory)}".encode(), digest_size=4)
+    return f"{ROOT_PACKAGE}.{slug}_{digest.hexdigest()}"
+
+
+def _package_spec(name: str, loader: HookImporter, location: str) -> ModuleSpec:
+    spec = ModuleSpec(name, loader, is_package=True)
+    spec.submodule_search_locations = [location] if location else []
+    return spec
+
+
+def _file_spec(name: str, loader: HookImporter, origin: str, package_dir: str | None) -> ModuleSpec:
+    spec = ModuleSpec(name, loader, origin=origin, is_package=package_dir is not None)
+    spec.has_location = True
+    if package_dir is not None:
+        spec.submodule_search_locations = [package_dir]
+    return spec
 
 
 class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -91,20 +140,20 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def __init__(self) -> None:
         self._packages: dict[str, HookPackage] = {}
+        self._code: dict[str, tuple[bytes, types.CodeType]] = {}
+        self._used: set[str] = set()
         self._lock = threading.RLock()
 
-    # -- the importlib protocol -----------------------------------------------------------
+    # -- the importlib protocol (sibling modules a hook imports) ---------------------------
 
     def find_spec(
         self,
         fullname: str,
         path: Sequence[str] | None = None,
         target: types.ModuleType | None = None,
-    ) -> importlib.machinery.ModuleSpec | None:
+    ) -> ModuleSpec | None:
         if fullname == ROOT_PACKAGE:
-            spec = importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-            spec.submodule_search_locations = []
-            return spec
+            return _package_spec(fullname, self, "")
         if not fullname.startswith(ROOT_PACKAGE + "."):
             return None
         head, _, rest = fullname[len(ROOT_PACKAGE) + 1 :].partition(".")
@@ -112,35 +161,18 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if package is None:
             return None
         if not rest:
-            spec = importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-            spec.submodule_search_locations = [str(package.directory)]
-            return spec
-        parts = rest.split(".")
-        base = package.directory.joinpath(*parts)
-        init = base / "__init__.py"
-        source = base.parent / f"{parts[-1]}.py"
-        if init.is_file():
-            return self._file_spec(fullname, init, [str(base)])
-        if source.is_file():
-            return self._file_spec(fullname, source, None)
-        if base.is_dir():  # a plain subdirectory works as a package without __init__.py
-            spec = importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-            spec.submodule_search_locations = [str(base)]
-            return spec
+            return _package_spec(fullname, self, package.directory)
+        base = os.path.join(package.directory, *rest.split("."))
+        init = os.path.join(base, "__init__.py")
+        if os.path.isfile(init):
+            return _file_spec(fullname, self, init, base)
+        if os.path.isfile(base + ".py"):
+            return _file_spec(fullname, self, base + ".py", None)
+        if os.path.isdir(base):  # a plain subdirectory works as a package without __init__.py
+            return _package_spec(fullname, self, base)
         return None
 
-    def _file_spec(
-        self, fullname: str, origin: Path, locations: list[str] | None
-    ) -> importlib.machinery.ModuleSpec:
-        spec = importlib.machinery.ModuleSpec(
-            fullname, self, origin=str(origin), is_package=locations is not None
-        )
-        spec.has_location = True
-        if locations is not None:
-            spec.submodule_search_locations = locations
-        return spec
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+    def create_module(self, spec: ModuleSpec) -> types.ModuleType | None:
         return None  # the default: a fresh module object every time
 
     def exec_module(self, module: types.ModuleType) -> None:
@@ -153,12 +185,21 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if spec.origin is None or not spec.has_location:
             return  # a package directory: nothing to run
         assert package is not None
-        path = Path(spec.origin)
-        real = check_file(path, package.directory, allow_links=package.allow_links)
+        real = check_file(spec.origin, package.directory, allow_links=package.allow_links)
         with open(real, "rb") as f:
             source = f.read()
-        code = compile(source, str(path), "exec", dont_inherit=True)
-        exec(code, module.__dict__)
+        exec(self._compile(source, spec.origin), module.__dict__)
+
+    def _compile(self, source: bytes, filename: str) -> types.CodeType:
+        """Compile ``source``; the same bytes at the same path reuse the code object (code is
+        immutable and depends on nothing else), any change compiles afresh."""
+        self._used.add(filename)
+        cached = self._code.get(filename)
+        if cached is not None and cached[0] == source:
+            return cached[1]
+        code = compile(source, filename, "exec", dont_inherit=True)
+        self._code[filename] = (source, code)
+        return code
 
     # -- used by the loader ---------------------------------------------------------------
 
@@ -167,6 +208,8 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         with self._lock:
             if self not in sys.meta_path:
                 sys.meta_path.insert(0, self)
+            if ROOT_PACKAGE not in sys.modules:
+                importlib.import_module(ROOT_PACKAGE)
 
     def purge(self, name: str) -> None:
         """Drop every module of package ``name`` from ``sys.modules``."""
@@ -178,31 +221,46 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         package.modules.clear()
         sys.modules.pop(name, None)
 
+    def _create(self, spec: ModuleSpec) -> types.ModuleType:
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        self.exec_module(module)
+        return module
+
     def load(
-        self, name: str, directory: Path, module: str, *, allow_links: bool
+        self, name: str, directory: str, filename: str, *, allow_links: bool
     ) -> types.ModuleType:
-        """Import ``<name>.<module>`` fresh from ``directory`` (a real path).
+        """Run ``directory/filename`` fresh as ``<name>.<stem>``; ``directory`` is a real path.
 
         The previous generation of the package is purged first, so the handler and every
-        sibling it imports are compiled from their current source. Any exception the module's
-        code raises (``SystemExit`` included) propagates to the caller, with partial imports
-        purged again.
+        sibling it imports are compiled from their current source. The package and the
+        handler module are created directly (the import machinery's lookups would only find
+        what is already known); siblings come through :meth:`find_spec`. Any exception the
+        module's code raises (``SystemExit`` included) propagates, with partial imports purged.
         """
         with self._lock:
             self.purge(name)
             self._packages[name] = HookPackage(name, directory, allow_links)
             try:
-                return importlib.import_module(f"{name}.{module}")
+                package = self._create(_package_spec(name, self, directory))
+                stem = filename.removesuffix(".py")
+                origin = os.path.join(directory, filename)
+                module = self._create(_file_spec(f"{name}.{stem}", self, origin, None))
+                setattr(package, stem, module)
+                return module
             except BaseException:
                 self.purge(name)
                 raise
 
     def retain(self, names: set[str]) -> None:
-        """Forget (and purge) every package not in ``names``: hooks that are gone."""
+        """End of a load: forget (and purge) every package not in ``names`` (hooks that are
+        gone) and every compiled file not executed since the previous call."""
         with self._lock:
             for name in [n for n in self._packages if n not in names]:
                 self.purge(name)
                 del self._packages[name]
+            self._code = {k: v for k, v in self._code.items() if k in self._used}
+            self._used = set()
 
 
 importer = HookImporter()

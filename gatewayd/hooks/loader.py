@@ -48,7 +48,14 @@ from gatewayd.hooks.handlers import (
     HookContext,
     make_handler,
 )
-from gatewayd.hooks.importer import UnsafePathError, check_file, importer, package_name
+from gatewayd.hooks.importer import (
+    UnsafePathError,
+    check_file,
+    importer,
+    is_inside,
+    package_name,
+    real_path,
+)
 from gatewayd.hooks.registry import HookRegistry
 
 log = structlog.get_logger("gatewayd.hooks")
@@ -171,23 +178,21 @@ class _Failure(Exception):
     """A hook that cannot be loaded; the message is its reason."""
 
 
-def _where(exc: BaseException, directory: Path) -> str:
+def _where(exc: BaseException, directory: str) -> str:
     """``file:line`` of the innermost frame of ``exc`` inside the hook directory."""
     if isinstance(exc, SyntaxError) and exc.filename:
         return f"{exc.filename}:{exc.lineno}"
     inside = [
         frame
         for frame in traceback.extract_tb(exc.__traceback__)
-        if os.path.realpath(frame.filename).startswith(str(directory) + os.sep)
+        if is_inside(os.path.realpath(frame.filename), directory)
     ]
     if inside:
         return f"{inside[-1].filename}:{inside[-1].lineno}"
-    return str(directory)
+    return directory
 
 
-def _import_error(exc: BaseException, directory: Path) -> str:
-    if isinstance(exc, UnsafePathError):
-        return str(exc)
+def _import_error(exc: BaseException, directory: str) -> str:
     if isinstance(exc, SyntaxError):
         return f"{_where(exc, directory)}: SyntaxError: {exc.msg}"
     where, kind, detail = _where(exc, directory), type(exc).__name__, str(exc)
@@ -256,7 +261,7 @@ class _Builder:
         hook_key: str,
         entry: HookEntry,
         handler_file: Path,
-        directory: Path,
+        directory: str,
         command: bool,
         export: str | None,
         own_timeout_ms: int | None,
@@ -265,18 +270,18 @@ class _Builder:
         kind: str,
     ) -> Handler:
         """Check paths, import, and validate the export; raise :class:`_Failure`."""
-        try:
-            real = check_file(handler_file, directory, allow_links=allow_links)
-        except UnsafePathError as exc:
-            raise _Failure(str(exc)) from None
         ctx = self.context(name, hook_key, entry)
         timeout_s = self.timeout_s(entry, own_timeout_ms)
         if command:
+            try:
+                real = check_file(handler_file, directory, allow_links=allow_links)
+            except UnsafePathError as exc:
+                raise _Failure(str(exc)) from None
             return Handler(
                 hook=name,
                 kind=HandlerKind.COMMAND,
                 ctx=ctx,
-                command=real,
+                command=Path(real),
                 env=dict(entry.env),
                 timeout_s=timeout_s,
                 source=source,
@@ -284,7 +289,9 @@ class _Builder:
         package = package_name(name, directory, kind)
         self.packages.add(package)
         try:
-            module = importer.load(package, directory, handler_file.stem, allow_links=allow_links)
+            module = importer.load(package, directory, handler_file.name, allow_links=allow_links)
+        except UnsafePathError as exc:  # the importer checks every file it loads
+            raise _Failure(str(exc)) from None
         except BaseException as exc:  # a hook's module code may raise anything, even SystemExit
             raise _Failure(f"import failed: {_import_error(exc, directory)}") from None
         fn, attr = _export(module, export, handler_file)
@@ -300,7 +307,7 @@ class _Builder:
         except HandlerSignatureError as exc:
             raise _Failure(str(exc)) from None
 
-    def add_found(self, hook: FoundHook, allowed_roots: list[Path]) -> None:
+    def add_found(self, hook: FoundHook, allowed_roots: list[str]) -> None:
         manifest = hook.manifest
         if manifest is None:
             entry = self.config.entry(hook.name)
@@ -363,10 +370,11 @@ class _Builder:
         try:
             if hook.handler is None:
                 raise _Failure(hook.handler_problem or "no handler")
-            directory = Path(os.path.realpath(hook.path))
-            if not any(
-                directory.is_relative_to(root) and directory != root for root in allowed_roots
-            ):
+            try:
+                directory = real_path(hook.path, hook.root.path, hook.root.real)[0]
+            except OSError as exc:
+                raise _Failure(f"{hook.path}: cannot stat: {exc.strerror or exc}") from None
+            if not any(is_inside(directory, root) for root in allowed_roots):
                 raise _Failure(
                     f"{hook.path}: resolves to {directory}, outside every hook root; "
                     "move the hook directory into a hook root instead of linking to it"
@@ -451,7 +459,7 @@ class _Builder:
                 hook_key=name,
                 entry=entry,
                 handler_file=real,
-                directory=real.parent,
+                directory=str(real.parent),
                 command=command,
                 export=spec.export,
                 own_timeout_ms=None,
@@ -468,7 +476,7 @@ class _Builder:
 
     def build(self) -> LoadResult:
         found: Discovery = discover(self.config)
-        allowed_roots = [root.real for root in found.roots]
+        allowed_roots = [str(root.real) for root in found.roots]
         for hook in found.hooks:
             self.add_found(hook, allowed_roots)
         for index, spec in enumerate(self.hooks_cfg.handlers):

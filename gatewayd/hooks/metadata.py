@@ -295,13 +295,56 @@ def parse_manifest(text: str, path: Path, *, source: str | None = None) -> HookM
     )
 
 
+class ManifestCache:
+    """Validated manifests keyed by path and the file's exact bytes.
+
+    Reading a ``HOOK.md`` is cheap; parsing and validating it is most of a hook's load time.
+    The cache compares the whole content, never timestamps, so an edit is always seen (even
+    within the same second, or with a preserved mtime). :meth:`retain` drops hooks that are gone.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[Path, str], tuple[bytes, HookManifest | ManifestError]] = {}
+
+    def read(self, path: Path, *, source: str | None = None) -> HookManifest:
+        """Like :func:`read_manifest`, answered from the cache when the bytes are unchanged."""
+        where = source or str(path)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise ManifestError([f"{where}: cannot read: {exc.strerror or exc}"]) from None
+        key = (path, where)
+        cached = self._entries.get(key)
+        if cached is None or cached[0] != data:
+            outcome: HookManifest | ManifestError
+            try:
+                outcome = parse_manifest(_decode(data, where), path, source=where)
+            except ManifestError as exc:
+                outcome = exc
+            cached = self._entries[key] = (data, outcome)
+        if isinstance(cached[1], ManifestError):
+            raise ManifestError(list(cached[1].errors))
+        return cached[1]
+
+    def retain(self, paths: set[Path]) -> None:
+        """Forget every manifest whose path is not in ``paths``."""
+        for key in [k for k in self._entries if k[0] not in paths]:
+            del self._entries[key]
+
+
+def _decode(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestError([f"{where}: not UTF-8 text: {exc}"]) from None
+
+
 def read_manifest(path: Path, *, source: str | None = None) -> HookManifest:
     """Read and validate the ``HOOK.md`` at ``path``; raise :class:`ManifestError`."""
     where = source or str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ManifestError([f"{where}: not UTF-8 text: {exc}"]) from None
+        data = path.read_bytes()
     except OSError as exc:
         raise ManifestError([f"{where}: cannot read: {exc.strerror or exc}"]) from None
-    return parse_manifest(text, path, source=where)
+    return parse_manifest(_decode(data, where), path, source=where)
