@@ -1,0 +1,279 @@
+"""Benchmark 1: dispatch throughput, gatewayd against the bare design and the node reference.
+
+All Python variants run in one uvloop event loop, interleaved round by round, each moving the
+same number of freshly built ``message:received`` events to no-op async handlers registered for
+that key:
+
+baselines
+    ``bare``       an anyio memory object stream (capacity 1024) feeding one consumer task that
+                   looks the event up in a dict of handler lists (specific, type, ``*``) and
+                   awaits each handler: what the machine does with the obvious design;
+    ``fail_after`` the same with each handler call inside ``anyio.fail_after`` (the obvious way to
+                   enforce a per-handler timeout);
+    ``node``       ``reference/dispatch.mjs``: the TypeScript reference design in node 20 (Map of
+                   handler lists, sequential awaits, no queue, no timeouts).
+gatewayd
+    ``registry``   ``await HookRegistry.dispatch(event)`` in a loop (timeouts enforced);
+    ``queue``      the daemon's path: ``TriggerQueue.post`` -> ``Dispatcher`` workers (default
+                   concurrency 8) -> ``HookRegistry.dispatch``, with 1 or 64 session keys, timed
+                   from the first post until ``Dispatcher.drain`` has dispatched everything.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Awaitable, Callable
+from time import perf_counter
+from typing import Any
+
+import anyio
+
+from bench.harness import REPO, Figure, Scale, Section, Target, main, median, progress
+from gatewayd.hooks.events import HookEvent
+from gatewayd.hooks.registry import HookRegistry
+
+KEY = "message:received"
+CAPACITY = 1024
+CONCURRENCY = 8
+HANDLER_COUNTS = (1, 10)
+SESSION_COUNTS = (1, 64)
+TARGET_H1 = Target(">= 250k events/s with one handler", low=250_000)
+
+Measure = Callable[[], Awaitable[float]]
+
+
+async def noop(event: HookEvent) -> None:
+    """The handler every variant runs: completes without suspending."""
+
+
+def sessions(count: int) -> list[str]:
+    return [f"agent:main:bench-{i}" for i in range(count)]
+
+
+# -- baselines ----------------------------------------------------------------------------------
+
+
+def bare_stream(events: int, handlers: int, *, timeout: bool) -> Measure:
+    """The obvious design: memory stream -> one consumer -> dict of handler lists."""
+    registry: dict[str, list[Callable[[HookEvent], Awaitable[None]]]] = {KEY: [noop] * handlers}
+
+    async def consume(receive: anyio.abc.ObjectReceiveStream[HookEvent]) -> None:
+        async with receive:
+            async for event in receive:
+                for key in (f"{event.type}:{event.action}", event.type, "*"):
+                    for handler in registry.get(key, ()):
+                        if timeout:
+                            with anyio.fail_after(30):
+                                await handler(event)
+                        else:
+                            await handler(event)
+
+    async def measure() -> float:
+        send, receive = anyio.create_memory_object_stream[HookEvent](CAPACITY)
+        start = perf_counter()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume, receive)
+            async with send:
+                for _ in range(events):
+                    await send.send(HookEvent("message", "received", "agent:main:bench"))
+        return events / (perf_counter() - start)
+
+    return measure
+
+
+def node_reference(events: int, runs: int) -> tuple[str, dict[int, list[float]]]:
+    """Run ``reference/dispatch.mjs``; returns node's version and events/s per handler count."""
+    node = shutil.which("node")
+    if node is None:
+        raise RuntimeError("node is not on PATH: install node 20 to run the reference design")
+    proc = subprocess.run(
+        [
+            node,
+            str(REPO / "bench" / "reference" / "dispatch.mjs"),
+            "--events",
+            str(events),
+            "--handlers",
+            ",".join(map(str, HANDLER_COUNTS)),
+            "--runs",
+            str(runs),
+            "--warmup",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    data: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return str(data["node"]), {int(k): [float(r) for r in v] for k, v in data["rates"].items()}
+
+
+# -- gatewayd -----------------------------------------------------------------------------------
+
+
+def gatewayd_registry(handlers: int) -> HookRegistry:
+    registry = HookRegistry(default_timeout_s=30.0)
+    for i in range(handlers):
+        registry.register(KEY, noop, name=f"noop-{i}")
+    return registry
+
+
+def registry_loop(events: int, handlers: int) -> Measure:
+    registry = gatewayd_registry(handlers)
+
+    async def measure() -> float:
+        dispatch = registry.dispatch
+        start = perf_counter()
+        for _ in range(events):
+            await dispatch(HookEvent("message", "received", "agent:main:bench"))
+        return events / (perf_counter() - start)
+
+    return measure
+
+
+def through_queue(events: int, handlers: int, session_count: int) -> Measure:
+    from gatewayd.triggers import Dispatcher, TriggerQueue
+
+    registry = gatewayd_registry(handlers)
+    keys = sessions(session_count)
+
+    async def measure() -> float:
+        queue = TriggerQueue(CAPACITY)
+        dispatcher = Dispatcher(queue, registry, CONCURRENCY)
+        post = queue.post
+        async with anyio.create_task_group() as tg:
+            await tg.start(dispatcher.run)
+            start = perf_counter()
+            for i in range(events):
+                await post(HookEvent("message", "received", keys[i % session_count]))
+            left = await dispatcher.drain(60.0)
+            elapsed = perf_counter() - start
+        if left or dispatcher.dispatched != events:
+            raise RuntimeError(
+                f"queue dispatched {dispatcher.dispatched} of {events} ({left} left)"
+            )
+        return events / elapsed
+
+    return measure
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+
+async def measure_all(variants: dict[str, Measure], runs: int) -> dict[str, list[float]]:
+    for fn in variants.values():  # warm-up round
+        await fn()
+    results: dict[str, list[float]] = {name: [] for name in variants}
+    for i in range(runs):
+        progress(f"dispatch round {i + 1}/{runs}")
+        for name, fn in variants.items():
+            results[name].append(await fn())
+    return results
+
+
+def rate(values: list[float]) -> dict[str, Any]:
+    return {
+        "runs": [round(v) for v in values],
+        "min": round(min(values)),
+        "max": round(max(values)),
+    }
+
+
+def run(scale: Scale) -> Section:
+    runs = scale.pick(5, 1)
+    # Events per run, sized so that every run takes a fraction of a second.
+    counts = {1: scale.pick(50_000, 500), 10: scale.pick(10_000, 100)}
+    slow_counts = {1: scale.pick(20_000, 200), 10: scale.pick(2_000, 20)}  # fail_after
+    node_events = scale.pick(200_000, 500)
+    section = Section("dispatch", "1. Dispatch throughput (no-op async handlers, uvloop)")
+    section.notes.append(
+        f"Median of {runs} interleaved runs of {counts[1]:,} events (1 handler) or "
+        f"{counts[10]:,} events (10 handlers); `fail_after` runs {slow_counts[1]:,} / "
+        f"{slow_counts[10]:,}, node {node_events:,}. gatewayd enforces a per-handler timeout "
+        "(30 s) on every call; `bare` and `node` enforce none."
+    )
+
+    variants: dict[str, Measure] = {}
+    for h in HANDLER_COUNTS:
+        variants[f"bare.h{h}"] = bare_stream(counts[h], h, timeout=False)
+        variants[f"fail_after.h{h}"] = bare_stream(slow_counts[h], h, timeout=True)
+        variants[f"registry.h{h}"] = registry_loop(counts[h], h)
+        for s in SESSION_COUNTS:
+            variants[f"queue.s{s}.h{h}"] = through_queue(counts[h], h, s)
+    results = anyio.run(
+        measure_all, variants, runs, backend="asyncio", backend_options={"use_uvloop": True}
+    )
+    progress("dispatch: node reference")
+    node_version, node_rates = node_reference(node_events, runs)
+    section.notes.append(f"Reference: node {node_version}, `bench/reference/dispatch.mjs`.")
+
+    def handlers_label(h: int) -> str:
+        return f"{h} handler{'s' if h > 1 else ''}"
+
+    for h in HANDLER_COUNTS:
+        hl = handlers_label(h)
+        section.add(
+            Figure(
+                f"bare.h{h}",
+                "bare stream",
+                median(results[f"bare.h{h}"]),
+                "events/s",
+                "higher",
+                detail=rate(results[f"bare.h{h}"]),
+            )
+        )
+        section.add(
+            Figure(
+                f"fail_after.h{h}",
+                "bare + fail_after",
+                median(results[f"fail_after.h{h}"]),
+                "events/s",
+                "higher",
+                detail=rate(results[f"fail_after.h{h}"]),
+            )
+        )
+        section.add(
+            Figure(
+                f"node.h{h}",
+                "node",
+                median(node_rates[h]),
+                "events/s",
+                "higher",
+                detail=rate(node_rates[h]),
+            )
+        )
+    for h in HANDLER_COUNTS:
+        hl = handlers_label(h)
+        vs = [f"bare.h{h}", f"fail_after.h{h}", f"node.h{h}"]
+        section.add(
+            Figure(
+                f"registry.h{h}",
+                f"HookRegistry.dispatch loop, {hl}",
+                median(results[f"registry.h{h}"]),
+                "events/s",
+                "higher",
+                vs=vs,
+                detail=rate(results[f"registry.h{h}"]),
+            )
+        )
+        for s in SESSION_COUNTS:
+            name = f"queue.s{s}.h{h}"
+            section.add(
+                Figure(
+                    name,
+                    f"queue + dispatcher, {s} session{'s' if s > 1 else ''}, {hl}",
+                    median(results[name]),
+                    "events/s",
+                    "higher",
+                    vs=vs,
+                    target=TARGET_H1 if h == 1 else None,
+                    detail=rate(results[name]),
+                )
+            )
+    return section
+
+
+if __name__ == "__main__":
+    main(run)

@@ -1,0 +1,98 @@
+"""Rendering a run as Markdown: the machine, then one table per benchmark section.
+
+Each gatewayd figure is one row: its value, the baselines measured in the same run with the
+ratio to each (gatewayd / baseline), and the issue's target with whether it was met. Baselines
+have no row of their own; they appear in the rows that compare with them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.harness import Figure, Section
+from bench.machine import markdown as machine_markdown
+
+
+def fmt(value: float, unit: str) -> str:
+    """``172k/s``, ``1.10M/s``, ``12.3 ms``, ``41.2 MiB``: short, with the unit."""
+    if unit == "events/s" or unit.endswith("/s"):
+        per = unit.removesuffix("/s").removeprefix("events")
+        suffix = f"{per}/s" if per else "/s"
+        if value >= 1e6:
+            return f"{value / 1e6:.2f}M{suffix}"
+        if value >= 1e4:
+            return f"{value / 1e3:.0f}k{suffix}"
+        if value >= 1e3:
+            return f"{value / 1e3:.1f}k{suffix}"
+        return f"{value:.0f}{suffix}"
+    if unit in ("ms", "us"):
+        if value >= 100:
+            return f"{value:.0f} {unit}"
+        return f"{value:.1f} {unit}" if value >= 10 else f"{value:.2f} {unit}"
+    if unit == "MiB":
+        return f"{value:.1f} MiB"
+    return f"{value:g} {unit}"
+
+
+def ratio(value: float) -> str:
+    return f"{value:.2f}x" if value < 10 else f"{value:.1f}x"
+
+
+def _spread(fig: Figure) -> str:
+    d = fig.detail
+    parts = []
+    for key in ("p95", "p99", "max"):
+        if key in d and fig.unit in ("ms", "us"):
+            parts.append(f"{key} {fmt(float(d[key]), fig.unit)}")
+    if "samples" in d:
+        parts.append(f"n={d['samples']}")
+    return ", ".join(parts)
+
+
+def _row(section: Section, fig: Figure) -> str:
+    value = f"**{fmt(fig.value, fig.unit)}**"
+    if spread := _spread(fig):
+        value += f" ({spread})"
+    bases = "<br>".join(
+        f"{base.label} {fmt(base.value, base.unit)}: **{ratio(r)}**"
+        for base, r in section.ratios(fig)
+    )
+    target = "—" if fig.target is None else f"{fig.target.text} {'✅' if fig.met else '❌'}"
+    return f"| {fig.label} | {value} | {bases or '—'} | {target} |"
+
+
+def section_markdown(section: Section) -> str:
+    lines = [f"### {section.title}", ""]
+    if section.pending:
+        lines.append(f"Not measured yet: {section.pending}")
+        return "\n".join(lines)
+    lines += [
+        "| measurement | gatewayd | baselines, same run: value: ratio | target |",
+        "|---|---|---|---|",
+    ]
+    lines += [_row(section, fig) for fig in section.figures if not fig.is_baseline]
+    orphans = [
+        f
+        for f in section.figures
+        if f.is_baseline and not any(f.key in g.vs for g in section.figures)
+    ]
+    lines += [f"| {f.label} (baseline) | {fmt(f.value, f.unit)} | — | — |" for f in orphans]
+    if section.notes:
+        lines.append("")
+        lines += [f"- {note}" for note in section.notes]
+    return "\n".join(lines)
+
+
+def document(run: dict[str, Any], sections: list[Section]) -> str:
+    """The whole ``latest.md``."""
+    header = [
+        "# gatewayd benchmarks",
+        "",
+        f"`make bench` on {run['date']} ({run['scale']} scale, {run['seconds']:.0f} s). Every "
+        "gatewayd figure is shown beside its baselines measured in the same run; ratio = "
+        "gatewayd / baseline (above 1 is better for rates, below 1 for times and sizes).",
+        "",
+        machine_markdown(run["machine"]),
+        "",
+    ]
+    return "\n".join([*header, "\n\n".join(section_markdown(s) for s in sections), ""])
