@@ -71,7 +71,7 @@ def write_hook_dir(
         front.update(frontmatter or {})
         front["metadata"] = {namespace: ns}
         # JSON is YAML: the frontmatter below is exactly what the dict says.
-        lines = [f"{key}: {json.dumps(value)}" for key, value in front.items()]
+        lines = [f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in front.items()]
         hook_md = "---\n" + "\n".join(lines) + "\n---\n\n# " + name + "\n"
     (hook_dir / "HOOK.md").write_text(hook_md, encoding="utf-8")
     if handler is not None:

@@ -1,0 +1,279 @@
+"""HookRegistry dispatch: order, the two layers, isolation of failures, timeouts, threads."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+import structlog
+
+from gatewayd.hooks import (
+    EventKeyError,
+    Handler,
+    HandlerSignatureError,
+    HookEvent,
+    HookRegistry,
+    create_hook_event,
+)
+from gatewayd.hooks.handlers import make_handler
+
+
+def new_event(key: str = "command:new") -> HookEvent:
+    etype, _, action = key.partition(":")
+    return create_hook_event(etype, action, "session-1")
+
+
+def appender(text: str) -> Callable[[HookEvent], Any]:
+    async def handler(event: HookEvent) -> None:
+        event.messages.append(text)
+
+    return handler
+
+
+def file_hook(name: str, fn: Callable[..., Any], timeout_s: float | None = None) -> Handler:
+    return make_handler(fn, hook=name, timeout_s=timeout_s, source="managed")
+
+
+def test_dispatch_order_specific_then_type_then_star_code_before_files() -> None:
+    registry = HookRegistry()
+    registry.set_file_hooks(
+        [
+            (file_hook("f1", appender("file1 new")), ["command:new"]),
+            (file_hook("f-star", appender("file *")), ["*"]),
+            (file_hook("f-type", appender("file command")), ["command"]),
+            (file_hook("f2", appender("file2 new")), ["command:new"]),
+        ]
+    )
+    registry.register("*", appender("code *"))
+    registry.register("command", appender("code command"))
+    registry.register("command:new", appender("code new"))
+    registry.register("command:reset", appender("code reset"))
+    registry.register("session", appender("code session"))
+    event = new_event()
+    report = anyio.run(registry.dispatch, event)
+    assert event.messages == [
+        "code new",
+        "file1 new",
+        "file2 new",
+        "code command",
+        "file command",
+        "code *",
+        "file *",
+    ]
+    assert (report.handlers, report.errors, report.timeouts) == (7, 0, 0)
+    assert registry.stats.events == 1
+    assert registry.stats.handlers == 7
+
+
+def test_code_handlers_survive_every_file_reload() -> None:
+    registry = HookRegistry()
+    registry.register("command:new", appender("code"))
+    for generation in range(3):
+        registry.set_file_hooks([(file_hook("f", appender(f"file {generation}")), ["command"])])
+        event = new_event()
+        anyio.run(registry.dispatch, event)
+        assert event.messages == ["code", f"file {generation}"]
+    registry.set_file_hooks([])
+    event = new_event()
+    anyio.run(registry.dispatch, event)
+    assert event.messages == ["code"]
+
+
+def test_a_key_listed_twice_runs_the_handler_once() -> None:
+    registry = HookRegistry()
+    registry.set_file_hooks([(file_hook("f", appender("once")), ["command", "command"])])
+    event = new_event()
+    anyio.run(registry.dispatch, event)
+    assert event.messages == ["once"]
+
+
+def test_the_plan_is_copied_before_running() -> None:
+    registry = HookRegistry()
+
+    async def registers_another(event: HookEvent) -> None:
+        event.messages.append("first")
+        registry.register("command:new", appender("late"))
+        registry.set_file_hooks([])
+
+    registry.register("command:new", registers_another)
+    registry.set_file_hooks([(file_hook("f", appender("file")), ["command:new"])])
+    event = new_event()
+    anyio.run(registry.dispatch, event)
+    assert event.messages == ["first", "file"]  # the plan it started with
+    event = new_event()
+    anyio.run(registry.dispatch, event)
+    assert event.messages == ["first", "late"]
+
+
+def test_register_validates_key_and_signature() -> None:
+    registry = HookRegistry()
+    with pytest.raises(EventKeyError, match="unknown event type 'comand'"):
+        registry.register("comand:new", appender("x"))
+    with pytest.raises(HandlerSignatureError, match="define it as handler"):
+        registry.register("command:new", lambda: None)
+    fn = appender("x")
+    registry.register("command:new", fn)
+    assert registry.unregister("command:new", fn) is True
+    assert registry.unregister("command:new", fn) is False
+
+
+def test_code_handler_with_ctx_gets_a_default_context() -> None:
+    registry = HookRegistry()
+    seen: list[Any] = []
+    registry.register("command", lambda event, ctx: seen.append(ctx.hook_name), name="named")
+    anyio.run(registry.dispatch, new_event())
+    assert seen == ["named"]
+
+
+def _raiser(exc: BaseException, *, after_await: bool, sync: bool) -> Callable[..., Any]:
+    if sync:
+
+        def sync_handler(event: HookEvent) -> None:
+            raise exc
+
+        return sync_handler
+
+    async def async_handler(event: HookEvent) -> None:
+        if after_await:
+            await anyio.lowlevel.checkpoint()
+        raise exc
+
+    return async_handler
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [RuntimeError("boom"), SystemExit(2), KeyboardInterrupt(), ValueError("v")],
+    ids=["RuntimeError", "SystemExit", "KeyboardInterrupt", "ValueError"],
+)
+@pytest.mark.parametrize(
+    ("sync", "after_await"),
+    [(False, False), (False, True), (True, False)],
+    ids=["async-immediate", "async-after-await", "sync-thread"],
+)
+def test_failures_are_isolated_logged_and_counted(
+    exc: BaseException, sync: bool, after_await: bool
+) -> None:
+    registry = HookRegistry()
+    registry.set_file_hooks(
+        [
+            (file_hook("before", appender("before")), ["command:new"]),
+            (file_hook("bad", _raiser(exc, after_await=after_await, sync=sync)), ["command:new"]),
+            (file_hook("after", appender("after")), ["command"]),
+        ]
+    )
+    event = new_event()
+    with structlog.testing.capture_logs() as logs:
+        report = anyio.run(registry.dispatch, event)
+    assert event.messages == ["before", "after"]
+    assert (report.handlers, report.errors, report.timeouts) == (3, 1, 0)
+    assert registry.stats.errors == 1
+    (line,) = [entry for entry in logs if entry["event"] == "hook.error"]
+    assert line["hook"] == "bad"
+    assert line["event_key"] == "command:new"
+    assert line["error"].startswith(type(exc).__name__)
+
+
+def test_async_timeout_is_isolated() -> None:
+    registry = HookRegistry()
+
+    async def slow(event: HookEvent) -> None:
+        await anyio.sleep(60)
+
+    registry.set_file_hooks(
+        [
+            (file_hook("slow", slow, timeout_s=0.2), ["command:new"]),
+            (file_hook("after", appender("after")), ["command:new"]),
+        ]
+    )
+    event = new_event()
+    with structlog.testing.capture_logs() as logs:
+        report = anyio.run(registry.dispatch, event)
+    assert event.messages == ["after"]
+    assert (report.errors, report.timeouts) == (0, 1)
+    (line,) = [entry for entry in logs if entry["event"] == "hook.timeout"]
+    assert (line["hook"], line["timeout_ms"]) == ("slow", 200)
+
+
+def test_sync_timeout_abandons_the_thread() -> None:
+    release = threading.Event()
+    registry = HookRegistry()
+
+    def stuck(event: HookEvent) -> None:
+        release.wait(60)
+
+    registry.set_file_hooks(
+        [
+            (file_hook("stuck", stuck, timeout_s=0.2), ["command:new"]),
+            (file_hook("after", appender("after")), ["command:new"]),
+        ]
+    )
+    event = new_event()
+    try:
+        report = anyio.run(registry.dispatch, event)
+    finally:
+        release.set()  # let the abandoned worker thread finish
+    assert event.messages == ["after"]
+    assert report.timeouts == 1
+
+
+def test_registry_default_timeout_applies_without_a_hook_timeout() -> None:
+    registry = HookRegistry(default_timeout_s=0.2)
+
+    async def slow(event: HookEvent) -> None:
+        await anyio.sleep(60)
+
+    registry.set_file_hooks([(file_hook("slow", slow), ["command"])])
+    assert anyio.run(registry.dispatch, new_event()).timeouts == 1
+
+
+def test_a_sync_handler_does_not_block_the_loop() -> None:
+    # The sync handler waits for an event only a task on the event loop sets: if the handler
+    # ran on the loop's thread, that task could never run and the handler would time out.
+    loop_ran = threading.Event()
+    registry = HookRegistry()
+
+    def waits_for_the_loop(event: HookEvent) -> None:
+        if not loop_ran.wait(20):
+            raise AssertionError("the event loop was blocked")
+        event.messages.append(f"thread {threading.current_thread() is threading.main_thread()}")
+
+    registry.set_file_hooks([(file_hook("sync", waits_for_the_loop, timeout_s=30), ["command"])])
+
+    async def main() -> Any:
+        async def on_the_loop() -> None:
+            await anyio.sleep(0.05)
+            loop_ran.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(on_the_loop)
+            event = new_event()
+            report = await registry.dispatch(event)
+        return report, event.messages
+
+    report, messages = anyio.run(main)
+    assert (report.errors, report.timeouts) == (0, 0)
+    assert messages == ["thread False"]
+
+
+def test_cancellation_from_outside_is_not_swallowed() -> None:
+    registry = HookRegistry()
+    finished: list[bool] = []
+
+    async def slow(event: HookEvent) -> None:
+        await anyio.sleep(60)
+        finished.append(True)
+
+    registry.set_file_hooks([(file_hook("slow", slow, timeout_s=60), ["command"])])
+
+    async def main() -> bool:
+        with anyio.move_on_after(0.2) as scope:
+            await registry.dispatch(new_event())
+        return scope.cancelled_caught
+
+    assert anyio.run(main) is True
+    assert finished == []
