@@ -49,8 +49,13 @@ def message_text(record: Mapping[str, Any]) -> str:
 
 
 def read_conversation(lines: Iterable[str], keep: int) -> Conversation:
-    """User and assistant messages of a JSON-lines transcript, slash commands and junk skipped."""
+    """User and assistant messages of a JSON-lines transcript (``{"role", "content"}`` lines).
+
+    Slash commands are skipped, and so are the assistant lines answering them (up to the next
+    user message): a session holding only ``/new`` and its reply is an empty session.
+    """
     conv = Conversation(keep)
+    in_command = False
     for line in lines:
         try:
             record = json.loads(line)
@@ -58,12 +63,14 @@ def read_conversation(lines: Iterable[str], keep: int) -> Conversation:
             continue  # a torn last line of a live transcript, or a stray non-JSON line
         if not isinstance(record, Mapping) or record.get("role") not in ROLES:
             continue
-        text = message_text(record).strip()
-        if not text or (record["role"] == "user" and text.startswith("/")):
+        role, text = record["role"], message_text(record).strip()
+        if role == "user":
+            in_command = text.startswith("/")
+        if not text or in_command:
             continue
-        if record["role"] == "user" and conv.first_user_text is None:
+        if role == "user" and conv.first_user_text is None:
             conv.first_user_text = text
-        conv.last.append((record["role"], text))
+        conv.last.append((role, text))
     return conv
 
 
@@ -151,10 +158,14 @@ def save(event: Any, ctx: Any) -> None:
     context: Mapping[str, Any] = event.context or {}
     previous = context.get("previousSessionEntry")
     previous = previous if isinstance(previous, Mapping) else {}
-    session_id = str(previous.get("sessionId") or context.get("sessionId") or "unknown")
-    transcript = context.get("sessionFile") or previous.get("sessionFile")
+    session_id = previous.get("sessionId") or context.get("sessionId")
+    if not session_id:
+        ctx.log.info("session_memory.skipped", reason="no session")  # /new on a fresh key
+        return
+    transcript = previous.get("sessionFile") or context.get("sessionFile")
     if not transcript:
         transcript = Path(ctx.state_dir) / "sessions" / f"{session_id}.jsonl"
+    session_id = str(session_id)
     workspace = Path(context.get("workspaceDir") or ctx.workspace_dir)
 
     try:

@@ -1,11 +1,15 @@
 """Fixtures for the bundled hooks' tests.
 
-``make_ctx`` builds the ``HookContext`` the loader would pass a hook, under ``tmp_path``.
+``make_ctx`` builds the ``HookContext`` the loader would pass a hook, under ``tmp_path`` (for
+calling a handler directly); ``make_daemon`` gives a real ``gatewayd run`` on its own state dir.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +17,7 @@ import pytest
 
 from gatewayd.hooks import HookContext
 
+from .daemon import Daemon
 from .hookutil import RecordingLog
 
 
@@ -38,3 +43,36 @@ def make_ctx(tmp_path: Path) -> Callable[..., HookContext]:
         )
 
     return make
+
+
+MakeDaemon = Callable[..., Daemon]
+
+
+@pytest.fixture
+def make_daemon() -> Iterator[MakeDaemon]:
+    """``make_daemon(entries={})``: a :class:`Daemon` (not started) on a fresh state dir.
+
+    Its config sets ``hooks.entries`` to ``entries``, fires ``gateway:startup`` without delay and
+    turns the file watcher off (these tests never edit hooks). Every daemon is stopped and its
+    state dir removed afterwards.
+    """
+    daemons: list[Daemon] = []
+
+    def make(entries: Mapping[str, Any] | None = None) -> Daemon:
+        state = Path(tempfile.mkdtemp(prefix="gw5-", dir="/tmp"))
+        config = {
+            "gateway": {"startupHookDelayMs": 0},
+            "hooks": {"load": {"watch": False}, "entries": dict(entries or {})},
+        }
+        (state / "gatewayd.yaml").write_text(json.dumps(config))  # JSON is YAML
+        (state / "workspace").mkdir()
+        daemon = Daemon(state)
+        daemons.append(daemon)
+        return daemon
+
+    yield make
+    for daemon in daemons:
+        try:
+            daemon.stop()
+        finally:
+            shutil.rmtree(daemon.state, ignore_errors=True)

@@ -23,7 +23,8 @@ def transcript(ctx: HookContext, session_id: str, messages: list[tuple[str, str]
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as f:
         for role, text in messages:
-            f.write(json.dumps({"role": role, "text": text, "timestamp": "t"}) + "\n")
+            # the daemon's transcript line (gatewayd/sessions.py)
+            f.write(json.dumps({"role": role, "content": text, "timestamp": "t"}) + "\n")
     return path
 
 
@@ -133,11 +134,38 @@ def test_slug(make_ctx: Callable[..., HookContext], first: str, slug: str) -> No
     assert len(slug) <= 30
 
 
+def test_replies_to_slash_commands_are_left_out(make_ctx: Callable[..., HookContext]) -> None:
+    ctx = make_ctx("session-memory")
+    transcript(
+        ctx,
+        "s1",
+        [
+            ("user", "/new"),
+            ("assistant", "New session."),
+            ("user", "real question"),
+            ("assistant", "real answer"),
+            ("user", "/status"),
+            ("assistant", "status line 1"),
+            ("assistant", "status line 2"),
+            ("user", "thanks"),
+        ],
+    )
+    hook.handler(reset_event(ctx, "s1"), ctx)
+    [path] = memory_files(ctx)
+    assert path.read_text().split("## Conversation\n\n")[1] == (
+        "user: real question\nassistant: real answer\nuser: thanks\n"
+    )
+
+
 def test_empty_session_writes_nothing(make_ctx: Callable[..., HookContext]) -> None:
     ctx = make_ctx("session-memory")
-    transcript(ctx, "s1", [("user", "/new"), ("user", "/stop")])
+    transcript(ctx, "s1", [("user", "/new"), ("assistant", "New session."), ("user", "/stop")])
     hook.handler(reset_event(ctx, "s1"), ctx)
     assert ctx.log.find("session_memory.skipped")["reason"] == "empty session"
+
+    fresh = reset_event(ctx, "s1", previousSessionEntry=None, sessionId=None, sessionFile=None)
+    hook.handler(fresh, ctx)  # /new on a key that never had a session
+    assert ctx.log.find("session_memory.skipped")["reason"] == "no session"
 
     hook.handler(reset_event(ctx, "never-written"), ctx)
     assert ctx.log.find("session_memory.skipped")["reason"] == "no transcript"
@@ -151,10 +179,11 @@ def test_torn_lines_are_skipped_and_content_parts_read(
     path = transcript(ctx, "s1", [("user", "first words")])
     with path.open("a") as f:
         f.write(json.dumps({"role": "assistant", "content": [{"type": "text", "text": "parts"}]}))
+        f.write("\n" + json.dumps({"role": "user", "text": "text key"}))
         f.write('\n{"role": "user", "te')  # a line being written when the session ended
     hook.handler(reset_event(ctx, "s1"), ctx)
     [memory] = memory_files(ctx)
-    assert memory.read_text().endswith("user: first words\nassistant: parts\n")
+    assert memory.read_text().endswith("user: first words\nassistant: parts\nuser: text key\n")
 
 
 def test_failures_are_logged_not_raised(make_ctx: Callable[..., HookContext]) -> None:

@@ -1,0 +1,174 @@
+"""command-logger and session-memory in a real ``gatewayd run``, driven over the control socket."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from datetime import datetime, timedelta
+from typing import Any
+
+from .conftest import MakeDaemon
+from .daemon import Daemon, install_recorder
+
+ISO_MS_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+
+
+def log_lines(daemon: Daemon) -> list[list[dict[str, Any]]]:
+    """Lines of commands.log.N ... commands.log.1, commands.log (oldest file first), parsed."""
+    logs = daemon.state / "logs"
+    rotated = sorted(logs.glob("commands.log.[0-9]*"), key=lambda p: -int(p.suffix[1:]))
+    return [
+        [json.loads(line) for line in p.read_text().splitlines()]
+        for p in [*rotated, logs / "commands.log"]
+    ]
+
+
+def test_one_line_per_command_and_size_rotation(make_daemon: MakeDaemon) -> None:
+    daemon = make_daemon({"command-logger": {"maxBytes": 700, "backups": 2}}).start()
+    daemon.send("hello, not a command")
+    for i in range(30):
+        daemon.send(
+            f"/custom-{i:02d} some args", session="agent:main:s1", sender="u7", channel="tg"
+        )
+    daemon.request("trigger", event="command:by-hand", sessionKey="s2")  # no sender, no source
+
+    logs = daemon.state / "logs"
+    assert sorted(p.name for p in logs.iterdir()) == [
+        "commands.log",
+        "commands.log.1",
+        "commands.log.2",
+        "commands.log.lock",
+    ]
+    for name in ("commands.log", "commands.log.1", "commands.log.2"):
+        assert 0 < (logs / name).stat().st_size <= 700
+    lines = [line for file in log_lines(daemon) for line in file]
+    for line in lines:
+        assert list(line) == ["timestamp", "action", "sessionKey", "senderId", "source"]
+        assert ISO_MS_Z.match(line["timestamp"]), line
+    assert {(x["sessionKey"], x["senderId"], x["source"]) for x in lines[:-1]} == {
+        ("agent:main:s1", "u7", "tg")
+    }
+    assert lines[-1] | {"timestamp": ""} == {
+        "timestamp": "",
+        "action": "by-hand",
+        "sessionKey": "s2",
+        "senderId": "unknown",
+        "source": "unknown",
+    }
+    # what survives rotation is the newest commands, in order, nothing missing in between
+    customs = [line["action"] for line in lines[:-1]]
+    assert customs == [f"custom-{i:02d}" for i in range(30 - len(customs), 30)]
+    assert 5 < len(customs) < 30
+
+
+def test_concurrent_commands_never_interleave_or_get_lost(make_daemon: MakeDaemon) -> None:
+    daemon = make_daemon({"command-logger": {"maxBytes": 3000, "backups": 1000}}).start()
+    sessions, per_session = 8, 25
+    errors: list[BaseException] = []
+
+    def client(s: int) -> None:
+        try:
+            for i in range(per_session):
+                daemon.send(f"/c{s}-{i}", session=f"agent:main:p{s}", sender="x" * (i % 40))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client, args=(s,)) for s in range(sessions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors
+
+    files = log_lines(daemon)  # every line parses: no torn or interleaved line anywhere
+    assert len(files) > 5  # rotated several times while commands were being logged
+    actions = [line["action"] for file in files for line in file]
+    expected = [f"c{s}-{i}" for s in range(sessions) for i in range(per_session)]
+    assert sorted(actions) == sorted(expected)
+    for s in range(sessions):  # one session's commands are logged in the order it sent them
+        assert [a for a in actions if a.startswith(f"c{s}-")] == [
+            f"c{s}-{i}" for i in range(per_session)
+        ]
+
+
+def command_date(daemon: Daemon, nth: int = -1) -> str:
+    """The UTC date of the ``nth`` /new or /reset in commands.log: the event's own timestamp,
+    which session-memory names its file by."""
+    resets = ("new", "reset")
+    news = [line for file in log_lines(daemon) for line in file if line["action"] in resets]
+    return news[nth]["timestamp"][:10]
+
+
+def test_memory_file_content_and_no_overwrite(make_daemon: MakeDaemon) -> None:
+    daemon = make_daemon({"session-memory": {"messages": 5}})
+    install_recorder(daemon.workspace)  # replies "echo: <text>": the assistant side
+    memory = daemon.workspace / "memory"
+    memory.mkdir()
+    today = datetime.now().astimezone().date()
+    for day in (today - timedelta(days=1), today, today + timedelta(days=1)):  # any UTC date
+        (memory / f"{day.isoformat()}-plan-the-friday-deploy.md").write_text("mine\n")
+    daemon.start()
+
+    for round_ in range(2):
+        daemon.send("Plan the Friday deploy!", channel="telegram")
+        daemon.send("/status")  # a slash command (and its echo) is left out
+        daemon.send("what about rollback?")
+        daemon.send(f"round {round_}")
+        session_id = json.loads((daemon.state / "sessions/sessions.json").read_text())[
+            "agent:main:main"
+        ]["sessionId"]
+        daemon.send("/new", channel="telegram")
+
+    day = command_date(daemon)
+    assert command_date(daemon, 0) == day, "the test ran across midnight UTC; run it again"
+    saved = sorted(memory.glob(f"{day}-plan-the-friday-deploy*.md"))
+    assert [p.name for p in saved] == [
+        f"{day}-plan-the-friday-deploy-2.md",
+        f"{day}-plan-the-friday-deploy-3.md",
+        f"{day}-plan-the-friday-deploy.md",
+    ]
+    assert saved[2].read_text() == "mine\n"  # never overwritten
+    text = saved[1].read_text()
+    assert re.fullmatch(
+        rf"# Session {day} \d\d:\d\d:\d\d UTC\n\n"
+        r"- Session key: agent:main:main\n"
+        rf"- Session id: {session_id}\n"
+        r"- Source: telegram\n\n"
+        r"## Conversation\n\n"
+        r"assistant: echo: Plan the Friday deploy!\n"
+        r"user: what about rollback\?\n"
+        r"assistant: echo: what about rollback\?\n"
+        r"user: round 1\n"
+        r"assistant: echo: round 1\n",
+        text,
+    ), text
+    assert [p.name for p in memory.iterdir() if p.name.startswith(".")] == []  # no temp files
+
+
+def test_empty_sessions_write_nothing(make_daemon: MakeDaemon) -> None:
+    daemon = make_daemon()
+    install_recorder(daemon.workspace)
+    daemon.start()
+    daemon.send("/new")  # a key that never had a session
+    daemon.send("/new")  # a session holding only "/new" and its echo
+    daemon.send("/stop")
+    daemon.send("/reset")  # "/stop" and its echo only
+    assert not (daemon.workspace / "memory").exists()
+    reasons = [r["reason"] for r in daemon.logs("session_memory.skipped")]
+    assert reasons == ["no session", "empty session", "empty session"]
+
+
+def test_memory_dir_is_under_the_configured_workspace(make_daemon: MakeDaemon) -> None:
+    daemon = make_daemon()
+    other = daemon.state / "elsewhere"
+    config = json.loads((daemon.state / "gatewayd.yaml").read_text())
+    config["workspace"] = {"dir": str(other)}
+    (daemon.state / "gatewayd.yaml").write_text(json.dumps(config))
+    daemon.start()
+    daemon.send("Über-Plan für Ärger")
+    daemon.send("/reset")
+    assert [p.name for p in (other / "memory").iterdir()] == [
+        f"{command_date(daemon)}-uber-plan-fur-arger.md"
+    ]
+    assert not (daemon.workspace / "memory").exists()
