@@ -93,6 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "reload", "gatewayd.client:cli_reload", "reload config and hooks")
     _client(p)
 
+    p = _command(
+        sub,
+        "bootstrap",
+        "gatewayd.client_bootstrap:cli_bootstrap",
+        "show the bootstrap files a session gets (after agent:bootstrap hooks)",
+    )
+    p.add_argument("--session", required=True, metavar="KEY", help="session key")
+    _client(p)
+
     hooks = sub.add_parser("hooks", help="inspect hooks", description="inspect hooks")
     hsub = hooks.add_subparsers(dest="hooks_command", metavar="COMMAND", required=True)
     p = _command(hsub, "list", "gatewayd.cli_hooks:cli_list", "list hooks and their status")

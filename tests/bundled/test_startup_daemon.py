@@ -1,0 +1,201 @@
+"""boot-md and bootstrap-extra-files in a real ``gatewayd run``; and turning bundled hooks off."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import MakeDaemon
+from .daemon import Daemon, install_recorder, received
+
+
+def boot_messages(daemon: Daemon) -> list[dict[str, Any]]:
+    return [r for r in received(daemon.state) if r["sessionKey"] == "agent:main:boot"]
+
+
+def test_boot_md_is_delivered_once_per_start_as_an_inbound_message(
+    make_daemon: MakeDaemon,
+) -> None:
+    daemon = make_daemon()
+    install_recorder(daemon.workspace)
+    (daemon.workspace / "BOOT.md").write_text("Check the inbox.\nThen say hi.\n")
+    daemon.start()
+
+    ran = daemon.wait_log("boot_md.ran")
+    assert ran["bytes"] == 30 and ran["hook"] == "boot-md"
+    daemon.wait_for(lambda: bool(boot_messages(daemon)), "BOOT.md to arrive as a message")
+    assert boot_messages(daemon) == [
+        {
+            "from": "boot-md",
+            "content": "Check the inbox.\nThen say hi.\n",
+            "channelId": "boot",
+            "sessionKey": "agent:main:boot",
+        }
+    ]
+    # a reload is not a start: nothing is delivered again
+    daemon.request("reload")
+    daemon.send("after the reload")
+    assert len(boot_messages(daemon)) == 1
+
+    daemon.stop()
+    daemon.start()  # a new process: delivered again
+    daemon.wait_log("boot_md.ran")
+    daemon.wait_for(lambda: len(boot_messages(daemon)) == 2, "the second start's delivery")
+
+
+@pytest.mark.parametrize(("content", "reason"), [(None, "missing"), (" \n\t\n", "empty")])
+def test_boot_md_missing_or_blank_is_skipped(
+    make_daemon: MakeDaemon, content: str | None, reason: str
+) -> None:
+    daemon = make_daemon()
+    install_recorder(daemon.workspace)
+    if content is not None:
+        (daemon.workspace / "BOOT.md").write_text(content)
+    daemon.start()
+    skipped = daemon.wait_log("boot_md.skipped")
+    assert skipped["reason"] == reason
+    assert skipped["path"] == str(daemon.workspace / "BOOT.md")
+    daemon.send("a later message")  # dispatched after gateway:startup's handlers
+    assert boot_messages(daemon) == []
+    assert daemon.logs("boot_md.ran") == daemon.logs("boot_md.failed") == []
+
+
+def workspace_for_bootstrap(ws: Path, outside: Path) -> None:
+    (ws / "AGENTS.md").write_text("root agents")
+    (ws / "MEMORY.md").write_text("memory")
+    for rel, text in {
+        "packages/api/AGENTS.md": "api",
+        "packages/web/AGENTS.md": "web",
+        "packages/web/TOOLS.md": "web tools",
+        "packages/web/NOTES.md": "not a bootstrap name",
+        "packages/big/TOOLS.md": "t" * (2 * 1024 * 1024 + 1),
+        "docs/deep/HEARTBEAT.md": "beat",
+    }.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text)
+    outside.mkdir()
+    (outside / "SOUL.md").write_text("a secret outside the workspace")
+    (ws / "packages/evil").mkdir()
+    (ws / "packages/evil/SOUL.md").symlink_to(outside / "SOUL.md")
+
+
+def rel_paths(daemon: Daemon, files: list[dict[str, Any]]) -> list[str]:
+    return [os.path.relpath(f["path"], daemon.workspace) for f in files]
+
+
+def test_bootstrap_op_returns_the_extended_list(make_daemon: MakeDaemon) -> None:
+    daemon = make_daemon(
+        {"bootstrap-extra-files": {"paths": ["packages/*/*.md"], "files": ["docs/**/*.md"]}}
+    )
+    workspace_for_bootstrap(daemon.workspace, daemon.state / "outside")
+    daemon.start()
+
+    files = daemon.request("bootstrap", sessionKey="agent:main:main")["bootstrapFiles"]
+    assert rel_paths(daemon, files) == [
+        "AGENTS.md",
+        "MEMORY.md",
+        "packages/api/AGENTS.md",
+        "packages/web/AGENTS.md",
+        "packages/web/TOOLS.md",
+        "docs/deep/HEARTBEAT.md",
+    ]
+    assert files[2] == {
+        "name": "AGENTS.md",
+        "path": str(daemon.workspace / "packages/api/AGENTS.md"),
+        "content": "api",
+        "missing": False,
+    }
+    refused = {
+        os.path.relpath(r["path"], daemon.workspace): r["reason"]
+        for r in daemon.logs("bootstrap_extra_files.refused")
+    }
+    assert refused.keys() == {
+        "packages/big/TOOLS.md",
+        "packages/evil/SOUL.md",
+        "packages/web/NOTES.md",
+    }
+    assert "2 MiB" in refused["packages/big/TOOLS.md"]
+    assert "outside the workspace" in refused["packages/evil/SOUL.md"]
+    assert "not a bootstrap file name" in refused["packages/web/NOTES.md"]
+
+    sub = daemon.request("bootstrap", sessionKey="agent:main:subagent:42")["bootstrapFiles"]
+    assert rel_paths(daemon, sub) == [
+        "AGENTS.md",
+        "packages/api/AGENTS.md",
+        "packages/web/AGENTS.md",
+        "packages/web/TOOLS.md",
+    ]
+    cron = daemon.request("bootstrap", sessionKey="cron-ish:cron:nightly")["bootstrapFiles"]
+    assert rel_paths(daemon, cron) == rel_paths(daemon, sub)
+
+
+def test_every_bundled_hook_can_be_turned_off(make_daemon: MakeDaemon) -> None:
+    off = {"enabled": False}
+    daemon = make_daemon(
+        {
+            "command-logger": off,
+            "session-memory": off,
+            "boot-md": off,
+            "bootstrap-extra-files": {**off, "paths": ["packages/*/*.md"]},
+        }
+    )
+    workspace_for_bootstrap(daemon.workspace, daemon.state / "outside")
+    (daemon.workspace / "BOOT.md").write_text("boot")
+    install_recorder(daemon.workspace)
+    daemon.start()
+
+    daemon.send("some conversation")
+    daemon.send("/new")
+    files = daemon.request("bootstrap", sessionKey="agent:main:main")["bootstrapFiles"]
+    assert rel_paths(daemon, files) == ["AGENTS.md", "MEMORY.md"]  # the gateway's own list
+    assert not (daemon.state / "logs" / "commands.log").exists()
+    assert not (daemon.workspace / "memory").exists()
+    assert boot_messages(daemon) == []
+    hooks = {h["name"]: h for h in daemon.request("hooks")["hooks"]}
+    for name in ("command-logger", "session-memory", "boot-md", "bootstrap-extra-files"):
+        assert (hooks[name]["source"], hooks[name]["status"]) == ("bundled", "disabled")
+
+
+def test_gatewayd_bootstrap_command(make_daemon: MakeDaemon) -> None:
+    daemon = make_daemon({"bootstrap-extra-files": {"paths": "packages/api/AGENTS.md"}})
+    workspace_for_bootstrap(daemon.workspace, daemon.state / "outside")
+    daemon.start()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAYD_")}
+    env["ELIZA_STATE_DIR"] = str(daemon.state)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "gatewayd", "bootstrap", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    done = cli("--session", "agent:main:main", "--json")
+    assert done.returncode == 0, done.stderr
+    files = json.loads(done.stdout)["bootstrapFiles"]
+    assert rel_paths(daemon, files) == ["AGENTS.md", "MEMORY.md", "packages/api/AGENTS.md"]
+
+    done = cli("--session", "agent:main:main")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "bootstrap files for agent:main:main: 3"
+    assert lines[3].split() == [
+        "AGENTS.md",
+        "3",
+        "B",
+        str(daemon.workspace / "packages/api/AGENTS.md"),
+    ]
+
+    daemon.stop()
+    done = cli("--session", "agent:main:main")
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: gatewayd is not running")
