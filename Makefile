@@ -26,7 +26,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 lint: $(STAMP)
-	$(BIN)/ruff check gatewayd tests bench
+	$(BIN)/ruff check gatewayd hooks tests bench
 	$(BIN)/mypy
 
 clean:
