@@ -127,7 +127,7 @@ def write_new_file(directory: Path, stem: str, content: str) -> Path:
                     raise
                 # no hard links on this filesystem: claim the name, then move the content over it
                 try:
-                    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+                    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
                 except FileExistsError:
                     n += 1
                     continue
@@ -139,6 +139,7 @@ def write_new_file(directory: Path, stem: str, content: str) -> Path:
 
 
 def keep_setting(ctx: Any) -> int:
+    """The entry's ``messages`` (a positive integer), else 15 with a logged warning."""
     value = ctx.config.get("messages")
     if value is None:
         return DEFAULT_MESSAGES
@@ -155,6 +156,7 @@ def keep_setting(ctx: Any) -> int:
 
 
 def save(event: Any, ctx: Any) -> None:
+    """Write the memory file for the session ``event`` ends, or log why there is none."""
     context: Mapping[str, Any] = event.context or {}
     previous = context.get("previousSessionEntry")
     previous = previous if isinstance(previous, Mapping) else {}

@@ -97,7 +97,7 @@ def command_date(daemon: Daemon, nth: int = -1) -> str:
     which session-memory names its file by."""
     resets = ("new", "reset")
     news = [line for file in log_lines(daemon) for line in file if line["action"] in resets]
-    return news[nth]["timestamp"][:10]
+    return str(news[nth]["timestamp"][:10])
 
 
 def test_memory_file_content_and_no_overwrite(make_daemon: MakeDaemon) -> None:
@@ -106,8 +106,8 @@ def test_memory_file_content_and_no_overwrite(make_daemon: MakeDaemon) -> None:
     memory = daemon.workspace / "memory"
     memory.mkdir()
     today = datetime.now().astimezone().date()
-    for day in (today - timedelta(days=1), today, today + timedelta(days=1)):  # any UTC date
-        (memory / f"{day.isoformat()}-plan-the-friday-deploy.md").write_text("mine\n")
+    for near in (today - timedelta(days=1), today, today + timedelta(days=1)):  # any UTC date
+        (memory / f"{near.isoformat()}-plan-the-friday-deploy.md").write_text("mine\n")
     daemon.start()
 
     for round_ in range(2):
@@ -120,16 +120,15 @@ def test_memory_file_content_and_no_overwrite(make_daemon: MakeDaemon) -> None:
         ]["sessionId"]
         daemon.send("/new", channel="telegram")
 
-    day = command_date(daemon)
-    assert command_date(daemon, 0) == day, "the test ran across midnight UTC; run it again"
-    saved = sorted(memory.glob(f"{day}-plan-the-friday-deploy*.md"))
-    assert [p.name for p in saved] == [
-        f"{day}-plan-the-friday-deploy-2.md",
-        f"{day}-plan-the-friday-deploy-3.md",
-        f"{day}-plan-the-friday-deploy.md",
-    ]
-    assert saved[2].read_text() == "mine\n"  # never overwritten
-    text = saved[1].read_text()
+    day0, day = command_date(daemon, 0), command_date(daemon, 1)
+    slug = "plan-the-friday-deploy"
+    second = f"{day}-{slug}-3.md" if day == day0 else f"{day}-{slug}-2.md"  # midnight UTC
+    for saved in (f"{day0}-{slug}-2.md", second):
+        assert (memory / saved).is_file(), sorted(p.name for p in memory.iterdir())
+    for name in (f"{day0}-{slug}.md", f"{day}-{slug}.md"):
+        assert (memory / name).read_text() == "mine\n"  # never overwritten
+    assert len(list(memory.iterdir())) == 5  # the 3 placed beforehand, 2 saved, no temp files
+    text = (memory / second).read_text()
     assert re.fullmatch(
         rf"# Session {day} \d\d:\d\d:\d\d UTC\n\n"
         r"- Session key: agent:main:main\n"
@@ -143,7 +142,6 @@ def test_memory_file_content_and_no_overwrite(make_daemon: MakeDaemon) -> None:
         r"assistant: echo: round 1\n",
         text,
     ), text
-    assert [p.name for p in memory.iterdir() if p.name.startswith(".")] == []  # no temp files
 
 
 def test_empty_sessions_write_nothing(make_daemon: MakeDaemon) -> None:
