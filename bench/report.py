@@ -25,6 +25,8 @@ def fmt(value: float, unit: str) -> str:
         if value >= 1e3:
             return f"{value / 1e3:.1f}k{suffix}"
         return f"{value:.0f}{suffix}"
+    if unit == "ms" and value >= 1000:
+        return f"{value / 1000:.2f} s"
     if unit in ("ms", "us"):
         if value >= 100:
             return f"{value:.0f} {unit}"
@@ -40,12 +42,12 @@ def ratio(value: float) -> str:
 
 def _spread(fig: Figure) -> str:
     d = fig.detail
+    samples = int(d.get("samples", 0))
     parts = []
-    for key in ("p95", "p99", "max"):
-        if key in d and fig.unit in ("ms", "us"):
-            parts.append(f"{key} {fmt(float(d[key]), fig.unit)}")
-    if "samples" in d:
-        parts.append(f"n={d['samples']}")
+    if samples >= 10 and "p95" in d:
+        parts.append(f"p95 {fmt(float(d['p95']), fig.unit)}")
+    if samples > 1:
+        parts.append(f"n={samples}")
     return ", ".join(parts)
 
 
