@@ -49,6 +49,8 @@ log = structlog.get_logger("gatewayd")
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_CONFIG = 78  # EX_CONFIG, as gatewayd.cli.EXIT_CONFIG
+THREAD_JOIN_S = 1.0
+"""How long exit waits for worker threads before leaving abandoned (timed-out) ones behind."""
 
 
 
@@ -455,6 +457,10 @@ def run_gateway(gateway: Gateway) -> int:
     """Run ``gateway`` on uvloop (asyncio when uvloop is missing); returns the exit code."""
     _, options = _loop()
     code: int = anyio.run(gateway.serve, backend="asyncio", backend_options=options)
+    deadline = time.monotonic() + THREAD_JOIN_S
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))  # idle workers exit at once
     stuck = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
     if stuck:
         # Sync hooks abandoned after a timeout keep their threads; don't let them hold the exit.

@@ -1,0 +1,207 @@
+"""The control socket's wire protocol: every op, every kind of bad input, and backpressure."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from daemon_support import Control, Daemon, StartDaemon, WriteHook, wait_until
+
+COUNTER = """
+import asyncio, collections, json
+
+COUNTS = collections.Counter()
+
+async def handler(event):
+    if event.action == "report":
+        event.messages.append(json.dumps(COUNTS))
+    else:
+        COUNTS[str(event.context["n"])] += 1
+        if len(COUNTS) % 16 == 0:
+            await asyncio.sleep(0.001)  # slower than 32 clients can post: the queue fills
+"""
+
+
+@pytest.fixture
+def daemon(write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path) -> Iterator[Daemon]:
+    write_hook(
+        short_state / "hooks",
+        "echo",
+        events=["command:echo"],
+        handler="async def handler(event):\n    event.messages.append(event.context['say'])\n",
+    )
+    write_hook(
+        short_state / "hooks",
+        "counter",
+        events=["command:count", "command:report"],
+        handler=COUNTER,
+    )
+    # The bundled command-logger would log each of the 20,000 commands through a worker thread.
+    daemon = start_daemon(
+        {
+            "gateway": {"queue": {"capacity": 64, "concurrency": 4}},
+            "hooks": {"entries": {"command-logger": {"enabled": False}}},
+        }
+    )
+    yield daemon
+    assert daemon.stop() == 0
+
+
+def test_ops(daemon: Daemon, short_state: Path) -> None:
+    with daemon.control() as control:
+        assert control.ok("ping") == {"id": 1, "ok": True, "pong": True}
+        status = control.ok("status")["status"]
+        for key in (
+            "pid",
+            "version",
+            "uptime_s",
+            "startup_fired",
+            "channels",
+            "hooks",
+            "queue",
+            "reloads",
+            "last_reload",
+        ):
+            assert key in status, key
+        assert set(status["hooks"]) >= {"discovered", "eligible", "registered", "skipped", "failed"}
+        assert set(status["queue"]) >= {"depth", "capacity", "dispatched", "errors", "timeouts"}
+        assert status["queue"]["capacity"] == 64
+        assert status["last_reload"] is None
+
+        reply = control.ok("trigger", event="command:echo", sessionKey="s", context={"say": "hi"})
+        assert reply["messages"] == ["hi"]
+        queued = control.ok(
+            "trigger", event="command:echo", sessionKey="s", context={"say": "x"}, wait=False
+        )
+        assert queued["queued"] is True and "messages" not in queued
+
+        message = control.ok("message", sessionKey="s", text="plain text")
+        assert message["messages"] == [] and message["command"] is None
+
+        listing = control.ok("hooks")
+        names = {hook["name"] for hook in listing["hooks"]}
+        assert {"echo", "counter"} <= names
+        assert listing["stateDir"] == str(short_state)
+
+        assert control.ok("bootstrap", sessionKey="s")["bootstrapFiles"] == []
+
+
+BAD_INPUTS = [
+    (b"{not json}\n", "bad_json"),
+    (b"\xff\xfe\n", "bad_json"),
+    (b"[1, 2]\n", "bad_request"),
+    (b'"ping"\n', "bad_request"),
+    (b"\n", "bad_request"),
+    (b'{"id": 7}\n', "bad_request"),
+    (b'{"id": 7, "op": 5}\n', "bad_request"),
+    (b'{"id": 7, "op": "explode"}\n', "unknown_op"),
+    (b'{"id": 7, "op": "message", "text": "hi"}\n', "bad_request"),
+    (b'{"id": 7, "op": "message", "sessionKey": "s", "text": 5}\n', "bad_request"),
+    (b'{"id": 7, "op": "message", "sessionKey": "", "text": "x"}\n', "bad_request"),
+    (b'{"id": 7, "op": "trigger", "sessionKey": "s"}\n', "bad_request"),
+    (b'{"id": 7, "op": "trigger", "event": "command:x", "sessionKey": 3}\n', "bad_request"),
+    (
+        b'{"id": 7, "op": "trigger", "event": "command:x", "sessionKey": "s", "wait": "yes"}\n',
+        "bad_request",
+    ),
+    (
+        b'{"id": 7, "op": "trigger", "event": "command:x", "sessionKey": "s", "context": []}\n',
+        "bad_request",
+    ),
+    (b'{"id": 7, "op": "trigger", "event": "comand:new", "sessionKey": "s"}\n', "unknown_event"),
+    (b'{"id": 7, "op": "trigger", "event": "command", "sessionKey": "s"}\n', "unknown_event"),
+    (b'{"id": 7, "op": "trigger", "event": "*", "sessionKey": "s"}\n', "unknown_event"),
+    (b'{"id": 7, "op": "bootstrap"}\n', "bad_request"),
+]
+
+
+def test_bad_input_gets_an_error_reply_and_the_connection_lives(daemon: Daemon) -> None:
+    bystander = daemon.control()
+    with daemon.control() as control:
+        for raw, code in BAD_INPUTS:
+            control.send_raw(raw)
+            reply = control.read()
+            assert reply is not None, raw
+            assert reply["ok"] is False, raw
+            assert reply["error"]["code"] == code, (raw, reply)
+            assert reply["error"]["message"], raw
+            if raw.startswith(b'{"id": 7'):
+                assert reply["id"] == 7
+            assert control.ok("ping")["pong"] is True  # the same connection carries on
+
+        # A line over 1 MiB, sent in pieces; then a normal request on the same connection.
+        control.send_raw(b'{"id": 1, "op": "ping", "pad": "' + b"x" * (1 << 20) + b'"}\n')
+        reply = control.read()
+        assert reply is not None and reply["error"]["code"] == "line_too_long"
+        assert control.ok("ping")["pong"] is True
+        # Exactly 1 MiB is still allowed.
+        body = b'{"id": 9, "op": "ping", "pad": "'
+        tail = b'"}'
+        line = body + b"y" * ((1 << 20) - len(body) - len(tail)) + tail
+        assert len(line) == 1 << 20
+        control.send_raw(line + b"\n")
+        assert control.read() == {"id": 9, "ok": True, "pong": True}
+    assert bystander.ok("ping")["pong"] is True
+    bystander.close()
+    # A client that vanishes mid-request does not hurt the daemon either.
+    half = Control(daemon.socket)
+    half.send_raw(b'{"id": 1, "op": "trig')
+    half.close()
+    with daemon.control() as control:
+        assert control.ok("status")["status"]["channels"][0]["listening"] is True
+
+
+def test_backpressure_without_loss(daemon: Daemon) -> None:
+    """20,000 events from 32 concurrent clients into a 64-slot queue: each dispatched once."""
+    clients, per_client = 32, 625
+    errors: list[str] = []
+
+    def client(c: int) -> None:
+        try:
+            with Control(daemon.socket, timeout=120) as control:
+                control.send_raw(
+                    b"".join(
+                        json.dumps(
+                            {
+                                "id": i,
+                                "op": "trigger",
+                                "event": "command:count",
+                                "sessionKey": f"client-{c % 16}",
+                                "context": {"n": c * per_client + i},
+                                "wait": False,
+                            }
+                        ).encode()
+                        + b"\n"
+                        for i in range(per_client)
+                    )
+                )
+                for i in range(per_client):
+                    reply = control.read()
+                    if reply != {"id": i, "ok": True, "queued": True}:
+                        errors.append(f"client {c}: {reply}")
+                        return
+        except Exception as exc:
+            errors.append(f"client {c}: {exc!r}")
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors[:5]
+    total = clients * per_client
+    with daemon.control() as control:
+        queue = wait_until(
+            lambda: (q := control.ok("status")["status"]["queue"])["dispatched"] >= total and q,
+            what="every event dispatched",
+        )
+        assert queue["peak"] == 64  # the queue was full: producers really waited
+        assert queue["errors"] == 0
+        report = control.ok("trigger", event="command:report", sessionKey="report")
+    counts = json.loads(report["messages"][0])
+    assert len(counts) == total
+    assert set(counts.values()) == {1}
+    assert {int(n) for n in counts} == set(range(total))

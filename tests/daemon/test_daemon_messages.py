@@ -1,0 +1,345 @@
+"""The message path over a real daemon: event order, commands, sessions, replies, bootstrap."""
+
+from __future__ import annotations
+
+import json
+import select
+from pathlib import Path
+from typing import Any
+
+from daemon_support import Control, StartDaemon, WriteHook, read_records, recorder, wait_until
+
+KEEP = (
+    "from",
+    "content",
+    "channelId",
+    "sessionKey",
+    "timestamp",
+    "sessionEntry",
+    "previousSessionEntry",
+    "sessionId",
+    "sessionFile",
+    "commandSource",
+    "senderId",
+    "args",
+    "workspaceDir",
+    "to",
+    "reason",
+)
+
+
+def _order_hooks(write_hook: WriteHook, hooks: Path) -> None:
+    # Replies with the event key, so the reply itself shows the dispatch order.
+    write_hook(
+        hooks,
+        "order",
+        events=["message:received", "session", "command", "agent:bootstrap"],
+        handler=recorder(keep=KEEP, reply="event.messages.append(event.key)"),
+    )
+    write_hook(hooks, "sent", events=["message:sent"], handler=recorder("sent.jsonl", keep=KEEP))
+
+
+def _send(control: Control, text: str, key: str = "agent:main:main") -> dict[str, Any]:
+    return control.ok("message", sessionKey=key, text=text, senderId="alice", channel="test")
+
+
+def test_new_and_reset_event_order_reply_and_sessions(
+    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+) -> None:
+    _order_hooks(write_hook, short_state / "hooks")
+    daemon = start_daemon()
+    with daemon.control() as control:
+        first = _send(control, "hello")
+        assert first["command"] is None
+        assert first["messages"] == ["message:received", "session:start", "agent:bootstrap"]
+
+        new = _send(control, "/new fresh start")
+        assert new["command"] == "new"
+        assert new["messages"] == [
+            "message:received",
+            "session:end",
+            "command:new",
+            "session:start",
+            "agent:bootstrap",
+        ]
+        reset = _send(control, "/reset")
+        assert reset["command"] == "reset"
+        assert reset["messages"] == [
+            *new["messages"][:2],
+            "command:reset",
+            "session:start",
+            "agent:bootstrap",
+        ]
+        stop = _send(control, "/stop")
+        assert (stop["command"], stop["messages"]) == ("stop", ["message:received", "command:stop"])
+        deploy = _send(control, "/deploy prod  now")
+        assert deploy["command"] == "deploy"
+        assert deploy["messages"] == ["message:received", "command:deploy"]
+        not_a_command = _send(control, "/Deploy or /x")
+        assert not_a_command["command"] is None
+
+        # /new on a session key that never had a session: no session:end.
+        other = _send(control, "/new", key="other")
+        assert other["messages"] == [
+            "message:received",
+            "command:new",
+            "session:start",
+            "agent:bootstrap",
+        ]
+        status = control.ok("status")["status"]
+        assert status["sessions"] == 2
+
+    records = read_records(short_state)
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by_key.setdefault(r["key"], []).append(r)
+
+    received = by_key["message:received"][0]["ctx"]
+    assert received["from"] == "alice"
+    assert received["content"] == "hello"
+    assert received["channelId"] == "test"
+    assert received["sessionKey"] == "agent:main:main"
+    assert received["timestamp"].endswith("Z")
+
+    starts = [r["ctx"] for r in by_key["session:start"]]
+    first_id, second_id, third_id = (s["sessionId"] for s in starts[:3])
+    assert len({first_id, second_id, third_id}) == 3
+    ended = by_key["session:end"][0]["ctx"]
+    assert ended["sessionId"] == first_id
+    assert ended["reason"] == "new"
+
+    cmd_new = by_key["command:new"][0]["ctx"]
+    assert cmd_new["previousSessionEntry"]["sessionId"] == first_id
+    assert cmd_new["sessionEntry"]["sessionId"] == first_id
+    assert cmd_new["sessionId"] == first_id
+    assert cmd_new["sessionFile"] == str(short_state / "sessions" / f"{first_id}.jsonl")
+    assert cmd_new["args"] == "fresh start"
+    assert cmd_new["commandSource"] == "test"
+    assert cmd_new["senderId"] == "alice"
+    assert cmd_new["workspaceDir"] == str(short_state / "workspace")
+    assert by_key["command:reset"][0]["ctx"]["previousSessionEntry"]["sessionId"] == second_id
+    assert by_key["command:deploy"][0]["ctx"]["args"] == "prod  now"
+    stop_ctx = by_key["command:stop"][0]["ctx"]
+    assert stop_ctx["sessionId"] == third_id and stop_ctx["previousSessionEntry"] is None
+    fresh = next(r for r in by_key["command:new"] if r["session"] == "other")["ctx"]
+    assert fresh["previousSessionEntry"] is None and fresh["sessionEntry"] is None
+
+    # The transcript of the first session: the message and its reply.
+    transcript = [
+        json.loads(line)
+        for line in (short_state / "sessions" / f"{first_id}.jsonl").read_text().splitlines()
+    ]
+    assert [(t["role"], t["content"]) for t in transcript] == [
+        ("user", "hello"),
+        ("assistant", "message:received"),
+        ("assistant", "session:start"),
+        ("assistant", "agent:bootstrap"),
+    ]
+    index = json.loads((short_state / "sessions" / "sessions.json").read_text())
+    assert index["agent:main:main"]["sessionId"] == third_id
+    assert set(index) == {"agent:main:main", "other"}
+
+    # Every reply line delivered fired message:sent.
+    total_replies = sum(
+        len(r["messages"]) for r in (first, new, reset, stop, deploy, not_a_command, other)
+    )
+    sent = wait_until(
+        lambda: (s := read_records(short_state, "sent.jsonl")) and len(s) >= total_replies and s,
+        what="message:sent events",
+    )
+    assert len(sent) == total_replies
+    assert sent[0]["ctx"]["to"] == "alice"
+    assert sent[0]["ctx"]["content"] == "message:received"
+    assert sent[0]["ctx"]["channelId"] == "test"
+    assert daemon.stop() == 0
+
+    # Sessions survive a restart: no session:start for a known key.
+    before = len(read_records(short_state))
+    again = start_daemon()
+    with again.control() as control:
+        assert _send(control, "still here")["messages"] == ["message:received"]
+    assert [r["key"] for r in read_records(short_state)[before:]] == ["message:received"]
+    lines = (short_state / "sessions" / f"{third_id}.jsonl").read_text().splitlines()
+    assert json.loads(lines[-2]) | {"timestamp": None} == {
+        "role": "user",
+        "content": "still here",
+        "senderId": "alice",
+        "channel": "test",
+        "timestamp": None,
+    }
+    assert again.stop() == 0
+
+
+def _has_reply(control: Control, wait_s: float) -> bool:
+    ready, _, _ = select.select([control.sock], [], [], wait_s)
+    return bool(ready)
+
+
+def test_per_session_order_under_concurrency(
+    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+) -> None:
+    write_hook(
+        short_state / "hooks",
+        "stepper",
+        events=["command:step"],
+        handler=recorder(keep=("n",), before="await asyncio.sleep(random.random() / 500)").replace(
+            "import asyncio", "import asyncio, random"
+        ),
+    )
+    daemon = start_daemon({"gateway": {"queue": {"capacity": 32, "concurrency": 4}}})
+    sessions, per_session = 8, 60
+    clients = [daemon.control() for _ in range(sessions)]
+    for s, control in enumerate(clients):
+        control.send_raw(
+            b"".join(
+                json.dumps(
+                    {
+                        "id": n,
+                        "op": "trigger",
+                        "event": "command:step",
+                        "sessionKey": f"lane-{s}",
+                        "context": {"n": n},
+                        "wait": n % 10 == 0,
+                    }
+                ).encode()
+                + b"\n"
+                for n in range(per_session)
+            )
+        )
+    for control in clients:
+        for _ in range(per_session):
+            reply = control.read()
+            assert reply is not None and reply["ok"], reply
+        control.close()
+    with daemon.control() as control:
+        wait_until(
+            lambda: control.ok("status")["status"]["queue"]["dispatched"] >= sessions * per_session,
+            what="every step dispatched",
+        )
+    seen: dict[str, list[int]] = {}
+    for record in read_records(short_state):
+        seen.setdefault(record["session"], []).append(record["ctx"]["n"])
+    assert set(seen) == {f"lane-{s}" for s in range(sessions)}
+    for lane, ns in seen.items():
+        assert ns == list(range(per_session)), f"{lane} out of order: {ns}"
+    assert daemon.stop() == 0
+
+
+def test_slow_hook_delays_only_its_own_session(
+    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+) -> None:
+    release = short_state / "release"
+    write_hook(
+        short_state / "hooks",
+        "gate",
+        events=["command:slow", "command:quick"],
+        handler=f"""
+import asyncio, os
+
+async def handler(event):
+    if event.action == "slow":
+        for _ in range(3000):  # at most 30 s
+            if os.path.exists({str(release)!r}):
+                break
+            await asyncio.sleep(0.01)
+    event.messages.append(event.action + " " + event.session_key)
+""",
+    )
+    daemon = start_daemon({"hooks": {"timeoutMs": 60000}})
+    slow, same, other = daemon.control(), daemon.control(), daemon.control()
+    slow.send_raw(b'{"id": 1, "op": "trigger", "event": "command:slow", "sessionKey": "A"}\n')
+    daemon_status = daemon.control()
+    wait_until(
+        lambda: daemon_status.ok("status")["status"]["queue"]["sessions"] == 1,
+        what="the slow event to start",
+    )
+    same.send_raw(b'{"id": 2, "op": "trigger", "event": "command:quick", "sessionKey": "A"}\n')
+    # Another session is not held up by session A's slow hook...
+    assert other.ok("trigger", event="command:quick", sessionKey="B")["messages"] == ["quick B"]
+    # ...while A's next event waits behind its slow one, in order.
+    assert not _has_reply(slow, 0.3)
+    assert not _has_reply(same, 0.0)
+    release.touch()
+    assert slow.read() == {"id": 1, "ok": True, "messages": ["slow A"]}
+    assert same.read() == {"id": 2, "ok": True, "messages": ["quick A"]}
+    for control in (slow, same, other, daemon_status):
+        control.close()
+    assert daemon.stop() == 0
+
+
+def test_bootstrap_op_and_agent_bootstrap_on_session_start(
+    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+) -> None:
+    workspace = short_state / "workspace"
+    workspace.mkdir()
+    (workspace / "AGENTS.md").write_text("# agents\n")
+    (workspace / "SOUL.md").write_text("be kind\n")
+    (workspace / "NOTES.md").write_text("not a bootstrap file\n")
+    write_hook(
+        short_state / "hooks",
+        "add-file",
+        events=["agent:bootstrap"],
+        handler="""
+def handler(event):
+    files = event.context["bootstrapFiles"]
+    event.context["seen"] = [f["name"] for f in files]
+    files.append({"name": "TOOLS.md", "path": "/virtual/TOOLS.md", "content": "x",
+                  "missing": False})
+""",
+    )
+    write_hook(
+        short_state / "hooks",
+        "bootstrap-recorder",
+        events=["agent:bootstrap"],
+        handler=recorder(keep=("seen", "sessionKey", "workspaceDir", "sessionId")),
+    )
+    daemon = start_daemon()
+    with daemon.control() as control:
+        files = control.ok("bootstrap", sessionKey="agent:main:main")["bootstrapFiles"]
+        assert files == [
+            {
+                "name": "AGENTS.md",
+                "path": str(workspace / "AGENTS.md"),
+                "content": "# agents\n",
+                "missing": False,
+            },
+            {
+                "name": "SOUL.md",
+                "path": str(workspace / "SOUL.md"),
+                "content": "be kind\n",
+                "missing": False,
+            },
+            {"name": "TOOLS.md", "path": "/virtual/TOOLS.md", "content": "x", "missing": False},
+        ]
+        control.ok("message", sessionKey="agent:main:main", text="hi")
+    records = read_records(short_state)
+    assert [r["ctx"]["seen"] for r in records] == [["AGENTS.md", "SOUL.md"]] * 2
+    assert records[0]["ctx"]["sessionId"] is None  # the op, before any session
+    assert records[1]["ctx"]["sessionId"]  # on session start
+    assert records[1]["ctx"]["workspaceDir"] == str(workspace)
+    assert daemon.stop() == 0
+
+
+def test_boot_md_delivers_through_the_gateway_handle(
+    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+) -> None:
+    """The bundled boot-md hook calls ``context["gateway"].deliver(..., wait=False)``."""
+    workspace = short_state / "workspace"
+    workspace.mkdir()
+    (workspace / "BOOT.md").write_text("check the inbox\n")
+    write_hook(
+        short_state / "hooks",
+        "inbox",
+        events=["message:received"],
+        handler=recorder(keep=("from", "channelId", "content")),
+    )
+    daemon = start_daemon()
+    records = wait_until(lambda: read_records(short_state), what="BOOT.md delivered")
+    assert records[0]["session"] == "agent:main:boot"
+    assert records[0]["ctx"] == {
+        "from": "boot-md",
+        "channelId": "boot",
+        "content": "check the inbox\n",
+    }
+    daemon.wait_log("boot_md.ran")
+    assert daemon.stop() == 0
