@@ -97,7 +97,7 @@ class HookEntry(BaseModel):
 
 class HooksLoadConfig(_Model):
     extra_dirs: list[Path] = []
-    debounce_ms: int = Field(20, ge=0)
+    debounce_ms: int = Field(5, ge=0)
     """Quiet time after a change before reloading; a burst of writes is one reload."""
     poll: bool = False
     """Poll instead of inotify (Docker bind mounts, network filesystems)."""

@@ -20,12 +20,14 @@ by a second signal, 78 invalid config.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import sys
 import threading
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -39,6 +41,7 @@ from gatewayd.config import Config, ConfigError, load_config
 from gatewayd.hooks.events import create_hook_event
 from gatewayd.hooks.loader import LoadResult, build_hooks, hooks_listing
 from gatewayd.hooks.registry import HookRegistry, default_registry
+from gatewayd.hooks.watcher import HookWatcher, watch_spec
 from gatewayd.logging import LogFormat, configure_logging
 from gatewayd.sessions import SessionManager
 from gatewayd.systemd import Notifier, watchdog_interval, watchdog_loop
@@ -110,6 +113,9 @@ class Gateway:
         self._stop_reason = ""
         self._startup_scope: anyio.CancelScope | None = None
         self._reload_lock: anyio.Lock | None = None
+        self._running: anyio.Event | None = None
+        self.watcher: HookWatcher | None = None
+        """Live reload: the hook roots and config file watcher (``hooks.load.watch``)."""
 
     # -- what subsystems and channels use -------------------------------------------------------
 
@@ -198,6 +204,17 @@ class Gateway:
             "sessions": len(self.sessions),
             "reloads": self.reloads,
             "last_reload": self.last_reload,
+            "watch": self._watch_status(),
+        }
+
+    def _watch_status(self) -> dict[str, Any] | None:
+        if self.watcher is None:
+            return None
+        spec = self.watcher.spec
+        return {
+            "mode": self.watcher.mode,
+            "roots": [str(p) for p in spec.roots],
+            "files": [str(p) for p in spec.files],
         }
 
     def _status_line(self) -> str:
@@ -270,6 +287,15 @@ class Gateway:
         configure_logs(config, *self._log_overrides)
         self.config = config
         self._set_base(config)
+        if self.watcher is not None:  # extraDirs, the workspace or polling may have changed
+            self.watcher.update(watch_spec(config))
+
+    async def _on_files_changed(self, paths: frozenset[Path]) -> None:
+        """The watcher saw hook files or the config change: reload (once running)."""
+        assert self._running is not None
+        await self._running.wait()
+        if self.state == "running":
+            await self.reload("watch")
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -317,6 +343,15 @@ class Gateway:
                 channel.claim()
         except ChannelError as exc:
             return self._fail_start(exc)
+        self._running = anyio.Event()
+        if self.config.settings.hooks.load.watch:
+            # Watch before the first load, so an edit made while it runs is not missed.
+            self.watcher = HookWatcher(watch_spec(self.config), self._on_files_changed)
+            tg.start_soon(self.watcher.run)
+        # Everything imported so far lives as long as the process. Freezing it keeps it out of
+        # every later collection, and each reload's gc.collect() (which frees the replaced hook
+        # modules) then scans only what came after: ~2 ms instead of ~60 ms per reload.
+        gc.freeze()
         self._load = await anyio.to_thread.run_sync(build_hooks, self.config)
         self._load.apply(self.registry, self.config)
         self.sessions.load()
@@ -333,6 +368,7 @@ class Gateway:
             startup_ms=startup_ms,
         )
         self.state = "running"
+        self._running.set()
         self.notifier.ready(self._status_line())
         log.info("gateway.ready", hooks=self._load.registered, startup_ms=startup_ms)
         tg.start_soon(self._fire_startup, self.config.settings.gateway.startup_hook_delay_ms / 1000)

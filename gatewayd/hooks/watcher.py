@@ -24,8 +24,11 @@ What it copes with, and how:
   is a snapshot of ``(mtime_ns, size)`` per file, plus a content hash for files modified in the
   last few seconds, diffed every ``poll_interval_ms``.
 
-Latency: watchfiles reports a change after ``step`` ms of quiet (``step=10`` here, ~16 ms for a
-save; its default of 50 costs ~75 ms), then the watcher waits ``debounce_ms`` of quiet more.
+Latency: watchfiles reports a change after ``step`` ms of quiet (its default of 50 costs ~75 ms a
+save; ``step=5`` here), then the watcher waits ``debounce_ms`` (default 5) of quiet more. From a
+save to the new code answering a message that is ~23 ms at the median on this machine, and
+``step=5`` costs no measurable idle CPU over ``step=10``. Changes that arrive while a reload
+runs are coalesced into one follow-up reload.
 """
 
 from __future__ import annotations
@@ -44,6 +47,10 @@ import structlog
 import watchfiles
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
+from gatewayd.config import Config
+from gatewayd.hooks.discovery import hook_roots
+from gatewayd.paths import bundled_hooks_is_checkout, state_dir
+
 log = structlog.get_logger("gatewayd.watch")
 
 RECHECK_S = 0.5
@@ -52,7 +59,7 @@ MAX_COALESCE_S = 1.0
 """A continuous stream of changes still reloads at least this often."""
 RECENT_S = 3.0
 """In polling mode, files modified this recently are content-hashed, not only stat-ed."""
-WATCH_STEP_MS = 10
+WATCH_STEP_MS = 5
 
 IGNORED_DIRS = frozenset(
     {
@@ -95,13 +102,31 @@ class WatchSpec:
 
     roots: tuple[Path, ...]
     files: tuple[Path, ...] = ()
-    debounce_ms: int = 20
+    debounce_ms: int = 5
     poll: bool = False
     poll_interval_ms: int = 300
 
     @property
     def targets(self) -> tuple[Path, ...]:
         return self.roots + self.files
+
+
+def watch_spec(config: Config) -> WatchSpec:
+    """What a daemon with ``config`` watches: every hook root it loads from (the bundled one
+    only in a source checkout, where it can be edited) and its config file (or the default
+    location, so that creating one is noticed)."""
+    roots, _ = hook_roots(config)
+    watched = tuple(
+        r.path for r in roots if r.source != "bundled" or bundled_hooks_is_checkout()
+    )
+    load = config.settings.hooks.load
+    return WatchSpec(
+        roots=watched,
+        files=(config.source or state_dir() / "gatewayd.yaml",),
+        debounce_ms=load.debounce_ms,
+        poll=load.poll,
+        poll_interval_ms=load.poll_interval_ms,
+    )
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
