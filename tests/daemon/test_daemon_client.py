@@ -1,0 +1,139 @@
+"""``gatewayd send | trigger | status | reload`` as subprocesses against a real daemon."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from daemon_support import StartDaemon, WriteHook
+
+ECHO = """
+async def handler(event):
+    event.messages.append("echo: " + event.context.get("content", event.context.get("say", "")))
+    event.messages.append("second line")
+"""
+
+
+def gatewayd(
+    state: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gatewayd", *args],
+        env={**os.environ, "ELIZA_STATE_DIR": str(state), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_no_daemon_running(short_state: Path) -> None:
+    socket = short_state / "run" / "gatewayd.sock"
+    for args in (
+        ["status"],
+        ["status", "--json"],
+        ["send", "hi", "--session", "s"],
+        ["trigger", "command:x", "--session", "s"],
+        ["reload"],
+    ):
+        proc = gatewayd(short_state, *args)
+        assert proc.returncode == 1, args
+        assert proc.stderr == f"error: gatewayd is not running (no socket at {socket})\n", args
+        assert proc.stdout == ""
+
+
+def test_client_commands(
+    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+) -> None:
+    write_hook(
+        short_state / "hooks", "echo", events=["message:received", "command:echo"], handler=ECHO
+    )
+    daemon = start_daemon()
+
+    status = gatewayd(short_state, "status")
+    assert status.returncode == 0, status.stderr
+    assert f"(pid {daemon.proc.pid}," in status.stdout
+    assert "hooks:" in status.stdout and "queue:" in status.stdout
+
+    as_json = gatewayd(short_state, "status", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    data = json.loads(as_json.stdout)
+    assert data["pid"] == daemon.proc.pid
+    assert data["queue"]["capacity"] == 1024
+
+    send = gatewayd(short_state, "send", "hello there", "--session", "agent:main:main")
+    assert send.returncode == 0, send.stderr
+    assert send.stdout == "echo: hello there\nsecond line\n"
+    send_json = gatewayd(short_state, "send", "/new", "--session", "k", "--json")
+    assert json.loads(send_json.stdout) == {
+        "messages": ["echo: /new", "second line"],
+        "command": "new",
+    }
+
+    trig = gatewayd(
+        short_state, "trigger", "command:echo", "--session", "s", "--context", '{"say": "yo"}'
+    )
+    assert (trig.returncode, trig.stdout) == (0, "echo: yo\nsecond line\n"), trig.stderr
+    queued = gatewayd(short_state, "trigger", "command:echo", "--session", "s", "--no-wait")
+    assert (queued.returncode, queued.stdout) == (0, "queued\n")
+    bad_event = gatewayd(short_state, "trigger", "comand:echo", "--session", "s")
+    assert bad_event.returncode == 1
+    assert bad_event.stderr.startswith("error: unknown event type 'comand'")
+    bad_context = gatewayd(
+        short_state, "trigger", "command:echo", "--session", "s", "--context", "[1]"
+    )
+    assert bad_context.returncode == 1
+    assert bad_context.stderr == "error: --context must be a JSON object, got list\n"
+
+    reload = gatewayd(short_state, "reload")
+    assert reload.returncode == 0, reload.stderr
+    assert reload.stdout.startswith("reloaded: ")
+    reload_json = json.loads(gatewayd(short_state, "reload", "--json").stdout)
+    assert set(reload_json) == {"discovered", "eligible", "registered", "skipped", "failed"}
+    assert daemon.stop() == 0
+
+
+def test_socket_from_flag_env_and_config_file(start_daemon: StartDaemon, short_state: Path) -> None:
+    custom = short_state / "ctl" / "gw.sock"
+    daemon = start_daemon({"gateway": {"control": {"socket": str(custom)}}})
+    assert custom.exists()
+    # From the config file, with no flag.
+    proc = gatewayd(short_state, "status", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["channels"][0]["address"] == str(custom)
+    # --socket and the env override beat the file.
+    other = short_state / "nowhere.sock"
+    flag = gatewayd(short_state, "status", "--socket", str(other))
+    assert flag.stderr == f"error: gatewayd is not running (no socket at {other})\n"
+    env = gatewayd(short_state, "status", env={"GATEWAYD_GATEWAY__CONTROL__SOCKET": str(other)})
+    assert env.stderr == f"error: gatewayd is not running (no socket at {other})\n"
+    assert gatewayd(short_state, "status", "--socket", str(custom)).returncode == 0
+    assert daemon.stop() == 0
+
+
+def test_client_does_not_import_the_daemon_stack(
+    start_daemon: StartDaemon, short_state: Path
+) -> None:
+    daemon = start_daemon()
+    code = (
+        "import sys\n"
+        "from gatewayd.cli import main\n"
+        "rc = main(['status', '--json'])\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "{'anyio', 'pydantic', 'pydantic_settings', 'structlog', 'watchfiles', 'uvloop'} "
+        "or m.startswith('gatewayd.hooks'))\n"
+        "print('HEAVY', heavy, rc, file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "ELIZA_STATE_DIR": str(short_state)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "HEAVY [] 0" in proc.stderr, proc.stderr
+    assert daemon.stop() == 0
