@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -117,7 +116,7 @@ class SessionManager:
 
     def start(self, session_key: str) -> SessionEntry:
         """Begin a new session for ``session_key`` (replacing any current one) and save."""
-        session_id = secrets.token_hex(8)
+        session_id = os.urandom(8).hex()
         entry = SessionEntry(
             session_key=session_key,
             session_id=session_id,
