@@ -47,7 +47,7 @@ def run_module(name: str, scale: str) -> Section:
             [PYTHON, "-m", f"bench.{name}", "--scale", scale],
             cwd=REPO,
             env=clean_env(),
-            stdout=subprocess.PIPE,
+            capture_output=True,
             text=True,
             timeout=TIMEOUT_S,
             check=False,
@@ -55,10 +55,14 @@ def run_module(name: str, scale: str) -> Section:
     except subprocess.TimeoutExpired:
         return Section(name, BENCHMARKS[name], pending=f"timed out after {TIMEOUT_S} s")
     elapsed = time.perf_counter() - start
+    sys.stderr.write(proc.stderr)
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
+        errors = proc.stderr.strip().splitlines() or ["no output"]
         return Section(
-            name, BENCHMARKS[name], pending=f"the benchmark failed (exit {proc.returncode})"
+            name,
+            BENCHMARKS[name],
+            pending=f"the benchmark failed (exit {proc.returncode}): {errors[-1]}",
         )
     section = Section.from_json(json.loads(lines[-1]))
     print(f"   {elapsed:.1f} s", file=sys.stderr, flush=True)

@@ -15,9 +15,8 @@ from bench.machine import markdown as machine_markdown
 
 def fmt(value: float, unit: str) -> str:
     """``172k/s``, ``1.10M/s``, ``12.3 ms``, ``41.2 MiB``: short, with the unit."""
-    if unit == "events/s" or unit.endswith("/s"):
-        per = unit.removesuffix("/s").removeprefix("events")
-        suffix = f"{per}/s" if per else "/s"
+    if unit.endswith("/s"):
+        suffix = "/s" if unit == "events/s" else f" {unit}"
         if value >= 1e6:
             return f"{value / 1e6:.2f}M{suffix}"
         if value >= 1e4:

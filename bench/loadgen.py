@@ -1,0 +1,92 @@
+"""A closed-loop load generator for the control socket, run as its own process.
+
+    python -m bench.loadgen SOCKET --clients 32 --seconds 3 --warmup 1 [--slow-clients 1]
+
+Each client holds one connection and sends ``message`` requests on its own session key
+(``agent:main:client-<i>``), the next as soon as the reply arrives. ``--slow-clients`` adds
+clients on ``agent:main:slow-<i>`` (a session a benchmark hook makes slow). Requests started
+during the warm-up are not counted. Prints one JSON line: the request rate of the normal clients
+and their latency percentiles, and the same for the slow ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from time import perf_counter
+from typing import Any
+
+import anyio
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from bench.harness import spread
+
+
+class Window:
+    """Which requests count: those started after the warm-up and before the end."""
+
+    def __init__(self, warmup: float, seconds: float) -> None:
+        self.begin = perf_counter() + warmup
+        self.end = self.begin + seconds
+
+
+async def client(
+    path: Path, session: str, window: Window, latencies: list[float], text: str
+) -> None:
+    stream = await anyio.connect_unix(path)
+    reader = BufferedByteReceiveStream(stream)
+    async with stream:
+        n = 0
+        while True:
+            n += 1
+            request = {"id": n, "op": "message", "sessionKey": session, "text": text}
+            start = perf_counter()
+            if start >= window.end:
+                return
+            await stream.send(json.dumps(request).encode() + b"\n")
+            line = await reader.receive_until(b"\n", 1 << 20)
+            elapsed = perf_counter() - start
+            reply = json.loads(line)
+            if not reply.get("ok"):
+                raise RuntimeError(f"request failed: {reply}")
+            if start >= window.begin:
+                latencies.append(elapsed)
+
+
+async def load(args: argparse.Namespace) -> dict[str, Any]:
+    window = Window(args.warmup, args.seconds)
+    normal: list[float] = []
+    slow: list[float] = []
+    async with anyio.create_task_group() as tg:
+        for i in range(args.clients):
+            tg.start_soon(client, args.socket, f"agent:main:client-{i}", window, normal, args.text)
+        for i in range(args.slow_clients):
+            tg.start_soon(client, args.socket, f"agent:main:slow-{i}", window, slow, args.text)
+    out: dict[str, Any] = {
+        "clients": args.clients,
+        "seconds": args.seconds,
+        "requests": len(normal),
+        "rate": len(normal) / args.seconds,
+        "latency_ms": spread(normal, 1000) if normal else None,
+    }
+    if args.slow_clients:
+        out["slow"] = {"requests": len(slow), "latency_ms": spread(slow, 1000) if slow else None}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.loadgen")
+    parser.add_argument("socket", type=Path)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--slow-clients", type=int, default=0)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--text", default="hello gateway")
+    args = parser.parse_args()
+    out = anyio.run(load, args, backend="asyncio", backend_options={"use_uvloop": True})
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
