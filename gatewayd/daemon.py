@@ -56,7 +56,6 @@ THREAD_JOIN_S = 1.0
 """How long exit waits for worker threads before leaving abandoned (timed-out) ones behind."""
 
 
-
 def _restart_only(config: Config) -> dict[str, Any]:
     """Settings a reload cannot change in a running process (logged when they differ)."""
     return {
@@ -283,7 +282,7 @@ class Gateway:
                 keys=changed,
                 note="these settings keep their old values until gatewayd restarts",
             )
-        self.queue.capacity = config.settings.gateway.queue.capacity
+        self.queue.resize(config.settings.gateway.queue.capacity)
         configure_logs(config, *self._log_overrides)
         self.config = config
         self._set_base(config)

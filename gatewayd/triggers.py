@@ -231,6 +231,15 @@ class TriggerQueue:
         else:
             del self._lanes[key]
 
+    def resize(self, capacity: int) -> None:
+        """Change the bound (a reload of ``gateway.queue.capacity``); waiting posters that now
+        fit are woken. Events already queued stay, even above a smaller bound."""
+        if capacity < 1:
+            raise ValueError("gateway.queue.capacity must be at least 1")
+        self.capacity = capacity
+        if self._putters and self._depth < capacity:
+            self._wake_putters(capacity - self._depth)
+
     def close(self) -> None:
         """Take no more events; waiting posters get :class:`QueueClosed`."""
         self._closed = True
