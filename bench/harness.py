@@ -1,8 +1,9 @@
 """What every benchmark module shares: figures, targets, statistics, and the module entry point.
 
 A benchmark module measures gatewayd and its baselines in the same process run and returns a
-:class:`Section`: a list of :class:`Figure`, each either a baseline (``vs`` empty) or a gatewayd
-figure naming the baselines it is compared with (``vs``: keys of figures in the same section).
+:class:`Section`: a list of :class:`Figure`. A gatewayd figure names the baselines it is compared
+with (``vs``: keys of figures in the same section); a figure that others name and that names
+none itself is a baseline, shown only beside them.
 ``ratio = value / baseline``, whatever the unit: for a rate above 1 is better, for a time or a
 size below 1 is.
 
@@ -74,10 +75,6 @@ class Figure:
     """Spread and sample counts: ``p95``, ``max``, ``runs``, ``samples`` ..."""
 
     @property
-    def is_baseline(self) -> bool:
-        return not self.vs
-
-    @property
     def met(self) -> bool | None:
         return None if self.target is None else self.target.met(self.value)
 
@@ -106,6 +103,10 @@ class Section:
                 return fig
         raise KeyError(f"no figure {key!r} in section {self.key!r}")
 
+    def is_baseline(self, fig: Figure) -> bool:
+        """Only a baseline: compared with nothing itself, and named by another figure."""
+        return not fig.vs and any(fig.key in other.vs for other in self.figures)
+
     def ratios(self, fig: Figure) -> list[tuple[Figure, float]]:
         """``(baseline, value / baseline.value)`` for each baseline of ``fig``."""
         out = []
@@ -118,6 +119,7 @@ class Section:
         data = asdict(self)
         for raw, fig in zip(data["figures"], self.figures, strict=True):
             raw["met"] = fig.met
+            raw["baseline"] = self.is_baseline(fig)
             raw["ratios"] = {base.key: round(r, 4) for base, r in self.ratios(fig)}
         return data
 
@@ -125,7 +127,7 @@ class Section:
     def from_json(cls, data: dict[str, Any]) -> Section:
         figures = []
         for raw in data.get("figures", []):
-            raw = {k: v for k, v in raw.items() if k not in ("met", "ratios")}
+            raw = {k: v for k, v in raw.items() if k not in ("met", "ratios", "baseline")}
             if raw.get("target") is not None:
                 raw["target"] = Target(**raw["target"])
             figures.append(Figure(**raw))

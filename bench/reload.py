@@ -88,6 +88,8 @@ def gatewayd_loader(config_file: Path) -> Callable[[], int]:
     # The daemon logs at info; the lines go nowhere here, but are formatted all the same.
     configure_logging("info", "json", open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
     registry = HookRegistry()
+    # As the daemon does before its first load: keep start-up objects out of later collections.
+    gc.freeze()
 
     def reload() -> int:
         config = load_config(config_file)

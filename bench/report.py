@@ -71,13 +71,7 @@ def section_markdown(section: Section) -> str:
         "| measurement | gatewayd | baselines, same run: value: ratio | target |",
         "|---|---|---|---|",
     ]
-    lines += [_row(section, fig) for fig in section.figures if not fig.is_baseline]
-    orphans = [
-        f
-        for f in section.figures
-        if f.is_baseline and not any(f.key in g.vs for g in section.figures)
-    ]
-    lines += [f"| {f.label} (baseline) | {fmt(f.value, f.unit)} | — | — |" for f in orphans]
+    lines += [_row(section, fig) for fig in section.figures if not section.is_baseline(fig)]
     if section.notes:
         lines.append("")
         lines += [f"- {note}" for note in section.notes]
