@@ -53,6 +53,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_CONFIG = 78  # EX_CONFIG, as gatewayd.cli.EXIT_CONFIG
 THREAD_JOIN_S = 1.0
+EARLY_TIMER_SLACK_S = 0.002
 """How long exit waits for worker threads before leaving abandoned (timed-out) ones behind."""
 
 
@@ -381,7 +382,12 @@ class Gateway:
         return False
 
     async def _fire_startup(self, delay_s: float) -> None:
+        # A loop timer may fire a little early against the real clock (libuv caches its time
+        # per iteration): measure, so the delay after channels.up is never shorter than asked.
+        deadline = time.monotonic() + delay_s
         await anyio.sleep(delay_s)
+        if (left := deadline - time.monotonic()) > 0:
+            await anyio.sleep(left + EARLY_TIMER_SLACK_S)
         if self.startup_fired or self.state != "running":
             return
         self.startup_fired = True

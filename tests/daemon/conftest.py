@@ -59,6 +59,8 @@ def start_daemon(short_state: Path) -> Iterator[StartDaemon]:
             "ELIZA_STATE_DIR": str(short_state),
             "NOTIFY_SOCKET": notify.address,
             "PYTHONUNBUFFERED": "1",
+            # No file watcher: reloads in these tests happen only when a test asks for one.
+            "GATEWAYD_HOOKS__LOAD__WATCH": "false",
             **(env or {}),
         }
         proc = subprocess.Popen(
