@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -24,6 +24,25 @@ from gatewayd.yamlio import YamlError, load_yaml
 
 CONFIG_ENV = "GATEWAYD_CONFIG"
 ENV_PREFIX = "GATEWAYD_"
+
+
+def _strict_bool(value: Any) -> Any:
+    """``true``/``false`` only (and ``1``/``0``, ``"true"``/``"false"`` from the environment).
+
+    pydantic alone would take ``yes``, ``on`` and ``y`` as true, which are exactly the YAML 1.1
+    booleans the YAML 1.2 reader keeps out; a typo such as ``enabled: flase`` must not pass.
+    """
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1"):
+        return True
+    if text in ("false", "0"):
+        return False
+    raise ValueError("expected true or false (yes/no/on/off are not booleans here)")
+
+
+Bool = Annotated[bool, BeforeValidator(_strict_bool)]
 
 
 class ConfigError(Exception):
@@ -73,7 +92,7 @@ class HookEntry(BaseModel):
         extra="allow", alias_generator=to_camel, populate_by_name=True, frozen=True
     )
 
-    enabled: bool = True
+    enabled: Bool = True
     env: dict[str, str] = {}
     timeout_ms: int | None = Field(None, ge=1)
 
@@ -99,10 +118,10 @@ class HooksLoadConfig(_Model):
     extra_dirs: list[Path] = []
     debounce_ms: int = Field(5, ge=0)
     """Quiet time after a change before reloading; a burst of writes is one reload."""
-    poll: bool = False
+    poll: Bool = False
     """Poll instead of inotify (Docker bind mounts, network filesystems)."""
     poll_interval_ms: int = Field(300, ge=10)
-    watch: bool = True
+    watch: Bool = True
     """Watch the hook roots and the config file and reload on change."""
 
 
@@ -115,7 +134,7 @@ class LegacyHandler(_Model):
 
 
 class HooksConfig(_Model):
-    enabled: bool = True
+    enabled: Bool = True
     timeout_ms: int = Field(30000, ge=1)
     entries: dict[str, HookEntry] = {}
     load: HooksLoadConfig = HooksLoadConfig()
@@ -227,7 +246,8 @@ def format_errors(exc: ValidationError) -> list[str]:
         if err["type"] == "extra_forbidden":
             errors.append(f"{path}: unknown key (check the spelling; see config/gatewayd.yaml)")
         else:
-            errors.append(f"{path}: {err['msg']} (got {err.get('input')!r})")
+            message = err["msg"].removeprefix("Value error, ")
+            errors.append(f"{path}: {message} (got {err.get('input')!r})")
     return errors
 
 
