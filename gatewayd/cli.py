@@ -113,6 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
     _json_flag(p)
     p = _command(hsub, "check", "gatewayd.cli_hooks:cli_check", "report hooks that are not ready")
     _json_flag(p)
+    for verb in ("enable", "disable"):
+        p = _command(
+            hsub, verb, f"gatewayd.cli_hooks:cli_{verb}", f"{verb} a hook in the config file"
+        )
+        p.add_argument("name", metavar="NAME", help="hook name or hookKey")
 
     config = sub.add_parser("config", help="inspect the config", description="inspect the config")
     csub = config.add_subparsers(dest="config_command", metavar="COMMAND", required=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 import unicodedata
 from collections.abc import Iterable
@@ -196,6 +197,46 @@ def cli_check(args: argparse.Namespace) -> int:
     if not attention:
         print("all hooks ready")
     return 0 if ok else 1
+
+
+def _set_enabled(args: argparse.Namespace, enabled: bool) -> int:
+    """``gatewayd hooks enable|disable NAME``: write ``hooks.entries.<hookKey>.enabled``."""
+    from gatewayd.config_edit import set_hook_enabled
+    from gatewayd.paths import state_dir
+
+    config = _config(args)
+    record = _find(_build(config), args.name)
+    path = config.source or state_dir() / "gatewayd.yaml"
+    verb = "enabled" if enabled else "disabled"
+    try:
+        changed = set_hook_enabled(path, record.hook_key, enabled)
+    except ConfigError as exc:
+        _print_config_error(exc)
+        raise CliError(f"{path} was left unchanged; fix the errors above first") from None
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc}") from None
+    if changed:
+        print(f"{verb} hook {record.name} (hooks.entries.{record.hook_key}.enabled) in {path}")
+        print("a running gatewayd picks this up on its own (or run: gatewayd reload)")
+    else:
+        print(f"hook {record.name} is already {verb} in {path}")
+    env_name = f"GATEWAYD_HOOKS__ENTRIES__{record.hook_key}__ENABLED".upper()
+    if any(name.upper() == env_name for name in os.environ):
+        print(f"warning: ${env_name} is set and beats the file", file=sys.stderr)
+    if enabled and not record.eligible:
+        missing = "; ".join(r for r in record.reasons if r != "disabled in config")
+        print(f"warning: {record.name} is enabled but cannot run here: {missing}", file=sys.stderr)
+    return 0
+
+
+def cli_enable(args: argparse.Namespace) -> int:
+    """``gatewayd hooks enable NAME``: enable a hook (by name or hookKey) in the config file."""
+    return _set_enabled(args, True)
+
+
+def cli_disable(args: argparse.Namespace) -> int:
+    """``gatewayd hooks disable NAME``: disable a hook (by name or hookKey) in the config file."""
+    return _set_enabled(args, False)
 
 
 def cli_config_show(args: argparse.Namespace) -> int:

@@ -469,7 +469,7 @@ class ControlChannel:
         return {"messages": messages} if wait else {"queued": True}
 
     async def _op_reload(self, req: dict[str, Any]) -> dict[str, Any]:
-        outcome = await self.host.reload("control")
+        outcome = await self.host.reload("op")
         if outcome["result"] != "ok":
             raise RequestError(
                 "reload_refused", "; ".join(outcome.get("errors") or [outcome["result"]])

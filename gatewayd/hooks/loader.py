@@ -355,7 +355,9 @@ class _Builder:
         if check.eligible:
             self.eligible += 1
         else:
-            record.status, record.reasons = "ineligible", check.reasons
+            record.status, record.reasons = "ineligible", list(check.reasons)
+            if not entry.enabled:  # enabling it alone would not make it run: say both
+                record.reasons.append("disabled in config")
             return
         if not self.hooks_cfg.enabled:
             record.status = "disabled"

@@ -79,7 +79,7 @@ def test_sighup_and_reload_op_pick_up_hooks_and_startup_fires_once(
         assert result["registered"] == status["hooks"]["registered"]
         status = control.ok("status")["status"]
         assert status["reloads"] == 2
-        assert status["last_reload"]["trigger"] == "control"
+        assert status["last_reload"]["trigger"] == "op"
 
     # gateway:startup fired once for the process, never again on reload.
     assert len(read_records(short_state, "startup.jsonl")) == 1

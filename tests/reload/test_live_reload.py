@@ -1,0 +1,434 @@
+"""Live reload against a real ``gatewayd run``: what users do to their hooks and config, and
+what the next message answers. Waits are generous bounds ("it happened"), never thresholds."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from daemon_support import Daemon, NotifySocket, StartDaemon, wait_until, write_config
+
+WriteHook = Any
+
+HELLO = "/hello"
+WATCHING = {"GATEWAYD_HOOKS__LOAD__WATCH": "true"}  # the daemon fixture turns watching off
+
+
+def greet_source(version: str, *, delay: float = 0) -> str:
+    sleep = f"    await asyncio.sleep({delay})\n" if delay else ""
+    reply = f"    event.messages.append({version!r})\n"
+    return f"import asyncio\n\nasync def handler(event):\n{sleep}{reply}"
+
+
+@pytest.fixture
+def add_greet(write_hook: WriteHook) -> Any:
+    """``add_greet(root, version="v1", name="greet")``: a ``command:hello`` hook replying
+    ``version``."""
+
+    def add(root: Path, version: str = "v1", *, name: str = "greet") -> Path:
+        return write_hook(root, name, events=["command:hello"], handler=greet_source(version))
+
+    return add
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``gatewayd ARGS`` as a subprocess, against ``$ELIZA_STATE_DIR`` (set by short_state)."""
+    return subprocess.run(
+        [sys.executable, "-m", "gatewayd", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def answer(daemon: Daemon, text: str = HELLO, session: str = "s1") -> list[str]:
+    with daemon.control() as ctl:
+        return list(ctl.ok("message", sessionKey=session, text=text)["messages"])
+
+
+def eventually_answers(daemon: Daemon, expected: list[str], what: str = "") -> None:
+    wait_until(lambda: answer(daemon) == expected, timeout=20, what=what or f"reply {expected}")
+
+
+def status(daemon: Daemon) -> dict[str, Any]:
+    with daemon.control() as ctl:
+        return dict(ctl.ok("status")["status"])
+
+
+def rename_save(path: Path, text: str) -> None:
+    """What editors do: write a temp file beside it, then rename it over the original."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def test_write_and_rename_save_run_the_new_code(
+    add_greet: Any, short_state: Path, start_daemon: StartDaemon
+) -> None:
+    hook = add_greet(short_state / "hooks")
+    daemon = start_daemon(env=WATCHING)
+    assert answer(daemon) == ["v1"]
+    (hook / "handler.py").write_text(greet_source("v2"))
+    eventually_answers(daemon, ["v2"])
+    rename_save(hook / "handler.py", greet_source("v3"))
+    eventually_answers(daemon, ["v3"])
+    st = status(daemon)
+    assert st["reloads"] >= 2
+    assert st["last_reload"]["trigger"] == "watch"
+    assert st["last_reload"]["result"] == "ok"
+    assert {"time", "duration_ms"} <= st["last_reload"].keys()
+    assert st["watch"]["mode"] == "inotify"
+
+
+def test_root_created_after_start_deleted_and_recreated(
+    add_greet: Any, short_state: Path, start_daemon: StartDaemon
+) -> None:
+    managed = short_state / "hooks"
+    assert not managed.exists()
+    daemon = start_daemon(env=WATCHING)
+    assert answer(daemon) == []
+    add_greet(managed)  # creates ~/.eliza/hooks after the daemon started
+    eventually_answers(daemon, ["v1"], "a hook in a root created after start")
+    shutil.rmtree(managed)
+    eventually_answers(daemon, [], "the hook gone with its root")
+    add_greet(managed, "v2")
+    eventually_answers(daemon, ["v2"], "a hook in the recreated root")
+    (managed / "greet" / "handler.py").write_text(greet_source("v3"))
+    eventually_answers(daemon, ["v3"], "edits in the recreated root")
+
+
+def test_hook_dir_renamed_and_symlinked_hooks(
+    add_greet: Any, short_state: Path, start_daemon: StartDaemon, tmp_path: Path
+) -> None:
+    managed = short_state / "hooks"
+    add_greet(managed)
+    daemon = start_daemon(env=WATCHING)
+    assert answer(daemon) == ["v1"]
+    (managed / "greet").rename(managed / "greet-renamed")
+    wait_until(
+        lambda: any(h["path"].endswith("greet-renamed") for h in hooks_op(daemon)),
+        timeout=20,
+        what="the renamed directory loaded",
+    )
+    assert answer(daemon) == ["v1"]
+    # A symlink to a hook outside every allowed root is refused, with its reason.
+    outside = add_greet(tmp_path, "evil", name="evil")
+    (outside / "HOOK.md").write_text(
+        (outside / "HOOK.md").read_text().replace("command:hello", "command:evil")
+    )
+    (managed / "evil").symlink_to(outside, target_is_directory=True)
+    reason = wait_until(
+        lambda: [
+            r
+            for r in status(daemon)["hooks"]["failed"] + status(daemon)["hooks"]["skipped"]
+            if r.startswith("evil")
+        ],
+        timeout=20,
+        what="the escaping symlink reported",
+    )
+    assert "outside" in reason[0] or "symlink" in reason[0], reason
+    assert answer(daemon, "/evil") == []
+    # A symlink that stays inside the root is an ordinary hook.
+    spare = add_greet(managed / ".store", "v-linked", name="linked")
+    (spare / "HOOK.md").write_text(
+        (spare / "HOOK.md").read_text().replace("command:hello", "command:linked")
+    )
+    (managed / "linked").symlink_to(spare, target_is_directory=True)
+    wait_until(lambda: answer(daemon, "/linked") == ["v-linked"], timeout=20, what="linked hook")
+
+
+def hooks_op(daemon: Daemon) -> list[dict[str, Any]]:
+    with daemon.control() as ctl:
+        return list(ctl.ok("hooks")["hooks"])
+
+
+def test_fifty_file_checkout_is_one_reload(
+    write_hook: WriteHook, short_state: Path, start_daemon: StartDaemon
+) -> None:
+    managed = short_state / "hooks"
+    for i in range(50):
+        write_hook(
+            managed,
+            f"h{i:02d}",
+            events=["command:count"],
+            handler="async def handler(event):\n    event.messages.append('old')\n",
+        )
+    daemon = start_daemon(env=WATCHING)
+    before = status(daemon)["reloads"]
+    for i in range(50):  # like `git checkout`: rewrite 50 handler files as fast as possible
+        (managed / f"h{i:02d}" / "handler.py").write_text(
+            "async def handler(event):\n    event.messages.append('new')\n"
+        )
+    wait_until(lambda: answer(daemon, "/count") == ["new"] * 50, timeout=20, what="all 50 new")
+    wait_until(lambda: not _reload_pending(daemon), timeout=20)
+    reloads = status(daemon)["reloads"] - before
+    assert 1 <= reloads <= 2, reloads
+
+
+def _reload_pending(daemon: Daemon) -> bool:
+    """True while a reload began that has not finished (so counting now would be early)."""
+    return len(daemon.events("reload.begin")) != len(daemon.events("reload.done"))
+
+
+def test_broken_edit_fails_that_hook_alone_until_fixed(
+    add_greet: Any, short_state: Path, start_daemon: StartDaemon, write_hook: WriteHook
+) -> None:
+    managed = short_state / "hooks"
+    hook = add_greet(managed)
+    write_hook(
+        managed,
+        "other",
+        events=["command:hello"],
+        handler="async def handler(event):\n    event.messages.append('other')\n",
+    )
+    daemon = start_daemon(env=WATCHING)
+    assert answer(daemon) == ["v1", "other"]
+    broken = {
+        "syntax error": ("handler.py", "async def handler(event)\n    pass\n", "SyntaxError"),
+        "import error": ("handler.py", "import no_such_module_xyz\n", "no_such_module_xyz"),
+        "missing export": ("handler.py", "async def other_name(event):\n    pass\n", "handler"),
+        "bad yaml": ("HOOK.md", "---\nname: greet\nmetadata: {eliza: [\n---\n", "YAML"),
+    }
+    good_md = (hook / "HOOK.md").read_text()
+    for what, (file, text, needle) in broken.items():
+        (hook / file).write_text(text)
+        failed = wait_until(
+            lambda: [
+                r
+                for r in status(daemon)["hooks"]["failed"] + status(daemon)["hooks"]["skipped"]
+                if "greet" in r and needle in r  # noqa: B023 - called before the loop moves on
+            ],
+            timeout=20,
+            what=f"{what} reported",
+        )
+        assert answer(daemon) == ["other"], what  # every other hook keeps working
+        listed = json.loads(cli("hooks", "list", "--json", "--verbose").stdout)
+        assert any(needle in " ".join(h["reasons"]) for h in listed["hooks"]), (what, failed)
+        (hook / "HOOK.md").write_text(good_md)
+        (hook / "handler.py").write_text(greet_source("fixed"))
+        eventually_answers(daemon, ["fixed", "other"], f"fixed after {what}")
+
+
+def test_enable_disable_and_config_edits_are_live(
+    add_greet: Any, short_state: Path, start_daemon: StartDaemon, write_hook: WriteHook
+) -> None:
+    managed = short_state / "hooks"
+    hook = add_greet(managed)
+    config = write_config(short_state, {"hooks": {"timeoutMs": 30000}})
+    config.write_text("# my notes: keep me\n" + config.read_text())
+    daemon = start_daemon(env=WATCHING)
+    assert answer(daemon) == ["v1"]
+
+    assert cli("hooks", "disable", "greet").returncode == 0
+    eventually_answers(daemon, [], "disabled live")
+    assert "# my notes: keep me" in config.read_text()
+    assert cli("hooks", "enable", "greet").returncode == 0
+    eventually_answers(daemon, ["v1"], "enabled live")
+
+    # A timeout edit applies to the next event: a 300 ms handler against a 50 ms limit.
+    (hook / "handler.py").write_text(greet_source("slow", delay=0.3))
+    eventually_answers(daemon, ["slow"])
+    timeouts = status(daemon)["queue"]["timeouts"]
+    data = yaml.safe_load(config.read_text())
+    data["hooks"]["entries"]["greet"]["timeoutMs"] = 50
+    config.write_text(yaml.safe_dump(data))
+    wait_until(lambda: answer(daemon) == [], timeout=20, what="the new timeout enforced")
+    assert status(daemon)["queue"]["timeouts"] > timeouts
+
+    # extraDirs added in the config: its hooks load (and its edits are watched).
+    extra = short_state / "packs" / "team"
+    write_hook(
+        extra,
+        "team-hook",
+        events=["command:team"],
+        handler="async def handler(event):\n    event.messages.append('team')\n",
+    )
+    data["hooks"]["load"] = {"extraDirs": [str(extra)]}
+    config.write_text(yaml.safe_dump(data))
+    wait_until(lambda: answer(daemon, "/team") == ["team"], timeout=20, what="extraDir loaded")
+    (extra / "team-hook" / "handler.py").write_text(
+        "async def handler(event):\n    event.messages.append('team v2')\n"
+    )
+    wait_until(lambda: answer(daemon, "/team") == ["team v2"], timeout=20, what="extraDir watched")
+
+
+def test_invalid_config_edit_is_refused_and_the_running_one_kept(
+    add_greet: Any, short_state: Path, start_daemon: StartDaemon
+) -> None:
+    add_greet(short_state / "hooks")
+    config = write_config(short_state, {"hooks": {"entries": {"greet": {"enabled": True}}}})
+    daemon = start_daemon(env=WATCHING)
+    assert answer(daemon) == ["v1"]
+    config.write_text("hooks:\n  entries:\n    greet: {enabled: false}\n  timeoutMS: 5\n")
+    refused = daemon.wait_log("reload.refused", timeout=20)
+    assert any("timeoutMS" in e for e in refused["errors"]), refused
+    assert answer(daemon) == ["v1"]  # the disable in the same broken edit was not applied
+    assert status(daemon)["last_reload"]["result"] == "refused"
+    config.write_text("hooks:\n  entries:\n    greet: {enabled: false}\n")
+    eventually_answers(daemon, [], "the corrected edit applied")
+
+
+def test_no_event_lost_during_a_hundred_reloads(
+    add_greet: Any, short_state: Path, start_daemon: StartDaemon
+) -> None:
+    hook = add_greet(short_state / "hooks", "v0")
+    daemon = start_daemon(env=WATCHING)
+    stop = threading.Event()
+    results: list[tuple[int, int, list[str]]] = []  # (client, n, reply)
+    errors: list[BaseException] = []
+
+    def client(index: int) -> None:
+        try:
+            with daemon.control() as ctl:
+                n = 0
+                while not stop.is_set():
+                    n += 1
+                    reply = ctl.ok("message", sessionKey=f"c{index}", text=HELLO)
+                    results.append((index, n, reply["messages"]))
+        except BaseException as exc:  # reported below: a dead client is a failure
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    start_reloads = status(daemon)["reloads"]
+    for version in range(1, 101):
+        (hook / "handler.py").write_text(greet_source(f"v{version}"))
+        wait_until(
+            lambda: (
+                status(daemon)["reloads"] >= start_reloads + version  # noqa: B023
+                or _answer_is(daemon, f"v{version}")  # noqa: B023
+            ),
+            timeout=20,
+            what=f"reload {version}",
+        )
+    eventually_answers(daemon, ["v100"])
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert not errors, errors
+    assert status(daemon)["reloads"] - start_reloads >= 100
+    version_re = re.compile(r"^v(\d+)$")
+    last_seen = {i: -1 for i in range(4)}
+    for index, _n, reply in results:
+        # Old set or new set, never none and never both: exactly one version answers.
+        assert len(reply) == 1 and version_re.match(reply[0]), reply
+        version = int(reply[0][1:])
+        assert version >= last_seen[index], "a client saw an older version after a newer one"
+        last_seen[index] = version
+    per_client = {i: [n for c, n, _ in results if c == i] for i in range(4)}
+    for i, ns in per_client.items():  # every request got its own reply, none lost
+        assert ns == list(range(1, len(ns) + 1)), i
+    assert len(results) > 100
+
+
+def _answer_is(daemon: Daemon, version: str) -> bool:
+    return answer(daemon, session="probe") == [version]
+
+
+def test_polling_mode_sees_same_second_saves(
+    add_greet: Any, short_state: Path, start_daemon: StartDaemon
+) -> None:
+    hook = add_greet(short_state / "hooks")
+    daemon = start_daemon({"hooks": {"load": {"poll": True, "pollIntervalMs": 50}}}, env=WATCHING)
+    assert status(daemon)["watch"]["mode"] == "poll"
+    for version in ("v2", "v3", "v4"):  # same length: only the content differs within a second
+        (hook / "handler.py").write_text(greet_source(version))
+        eventually_answers(daemon, [version])
+
+
+def test_watchfiles_force_polling_env(
+    add_greet: Any, short_state: Path, start_daemon: StartDaemon
+) -> None:
+    hook = add_greet(short_state / "hooks")
+    daemon = start_daemon(env={**WATCHING, "WATCHFILES_FORCE_POLLING": "1"})
+    assert status(daemon)["watch"]["mode"] == "poll"
+    (hook / "handler.py").write_text(greet_source("v2"))
+    eventually_answers(daemon, ["v2"])
+
+
+def test_sighup_and_reload_op_are_recorded(
+    add_greet: Any, short_state: Path, start_daemon: StartDaemon
+) -> None:
+    add_greet(short_state / "hooks")
+    daemon = start_daemon(env={"GATEWAYD_HOOKS__LOAD__WATCH": "false"})
+    assert status(daemon)["watch"] is None
+    daemon.send_signal(signal.SIGHUP)
+    wait_until(lambda: (status(daemon)["last_reload"] or {}).get("trigger") == "SIGHUP", timeout=20)
+    with daemon.control() as ctl:
+        ctl.ok("reload")
+    assert status(daemon)["last_reload"]["trigger"] == "op"
+
+
+def test_inotify_limit_exhausted_falls_back_to_polling(add_greet: Any, short_state: Path) -> None:
+    """The daemon runs in a user namespace allowed 4 inotify watches; a hook root with more
+    directories than that makes it warn and poll, and edits still reach the next event."""
+    probe = (
+        subprocess.run(
+            [
+                "unshare",
+                "--user",
+                "--map-root-user",
+                "sh",
+                "-c",
+                "echo 4 > /proc/sys/user/max_inotify_watches",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if shutil.which("unshare")
+        else None
+    )
+    if probe is None or probe.returncode != 0:
+        pytest.skip(f"cannot lower the inotify limit in a user namespace: {probe and probe.stderr}")
+    managed = short_state / "hooks"
+    hook = add_greet(managed)
+    for i in range(8):
+        (managed / f"dir{i}").mkdir()
+    notify = NotifySocket(str(short_state / "notify"))
+    env = {
+        **os.environ,
+        "ELIZA_STATE_DIR": str(short_state),
+        "NOTIFY_SOCKET": notify.address,
+        "PYTHONUNBUFFERED": "1",
+        "GATEWAYD_HOOKS__LOAD__POLLINTERVALMS": "50",
+    }
+    proc = subprocess.Popen(
+        [
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "sh",
+            "-c",
+            "echo 4 > /proc/sys/user/max_inotify_watches && "
+            'exec "$0" -m gatewayd run --log-format json',
+            sys.executable,
+        ],
+        env=env,
+        cwd=short_state,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    daemon = Daemon(proc, short_state, notify)
+    try:
+        notify.wait_for("READY")
+        daemon.wait_log("watch.limit_reached", timeout=20)
+        wait_until(lambda: status(daemon)["watch"]["mode"] == "poll", timeout=20)
+        (hook / "handler.py").write_text(greet_source("v2"))
+        eventually_answers(daemon, ["v2"], "an edit seen by polling")
+    finally:
+        daemon.close()
+        notify.close()
