@@ -97,7 +97,12 @@ class Gateway:
         self.dispatcher = Dispatcher(self.queue, self.registry, gw.queue.concurrency)
         self.sessions = SessionManager(config.paths.sessions)
         self.router = CommandRouter(self.queue, self.sessions, self.event_base)
-        self.channels: list[Channel] = [ControlChannel(self, config.paths.control_socket)]
+        control = ControlChannel(
+            self,
+            config.paths.control_socket,
+            private_dir=config.settings.gateway.control.socket is None,
+        )
+        self.channels: list[Channel] = [control]
         self.notifier = Notifier()
         self.state = "starting"
         self.startup_fired = False

@@ -172,9 +172,13 @@ class ControlChannel:
 
     name = "control"
 
-    def __init__(self, host: ChannelHost, socket_path: Path) -> None:
+    def __init__(self, host: ChannelHost, socket_path: Path, *, private_dir: bool = False) -> None:
+        """``private_dir``: the socket's directory is ours alone (the default ``<state>/run``)
+        and is kept at 0700; a configured directory is created 0700 when missing, else left
+        as it is (with a warning when other users can enter it)."""
         self.host = host
         self.path = socket_path
+        self.private_dir = private_dir
         self.listening = False
         self._lock_fd: int | None = None
         self._listener: anyio.abc.SocketListener | None = None
@@ -291,8 +295,8 @@ class ControlChannel:
             raise ChannelError(
                 f"cannot create the control socket directory {directory}: {exc.strerror or exc}"
             ) from None
-        if st.st_mode & 0o077 and st.st_uid == os.getuid() and directory.name == "run":
-            os.chmod(directory, 0o700)  # our own <state>/run: tighten it
+        if st.st_mode & 0o077 and self.private_dir and st.st_uid == os.getuid():
+            os.chmod(directory, 0o700)
         elif st.st_mode & 0o077:
             log.warning(
                 "control.dir_shared",

@@ -96,11 +96,22 @@ def test_invalid_config_lists_every_error_and_exits_78(short_state: Path) -> Non
 
 
 def test_socket_is_private(start_daemon: StartDaemon, short_state: Path) -> None:
+    (short_state / "run").mkdir(mode=0o755)  # the default dir, too open: tightened
     daemon = start_daemon()
     assert stat.S_IMODE(daemon.socket.stat().st_mode) == 0o600
     assert stat.S_IMODE(daemon.socket.parent.stat().st_mode) == 0o700
     assert daemon.stop() == 0
     assert not daemon.socket.exists()  # removed on a clean exit
+
+    # A directory the config names is the admin's: never chmod-ed, only warned about.
+    shared = short_state / "shared"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    again = start_daemon({"gateway": {"control": {"socket": str(shared / "gw.sock")}}})
+    assert stat.S_IMODE((shared / "gw.sock").stat().st_mode) == 0o600
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o755
+    again.wait_log("control.dir_shared", directory=str(shared))
+    assert again.stop() == 0
 
 
 def test_second_daemon_is_refused_and_stale_socket_replaced(
