@@ -48,6 +48,10 @@ MAX_LINE = 1 << 20
 """Longest request line in bytes, newline excluded."""
 READ_CHUNK = 1 << 16
 MAX_SUN_PATH = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
+MAX_PENDING = 64
+"""Replies held back for one batched write while a client pipelines requests."""
+QUICK_OPS = frozenset({"ping", "status", "hooks"})
+"""Ops that never wait on hooks (``trigger`` with ``wait: false`` is one too)."""
 
 
 class RequestError(Exception):
@@ -140,6 +144,10 @@ class _Lines:
         self._start = 0  # consumed prefix of _buf, dropped only when more data is needed
         self._discarding = False
 
+    def buffered(self) -> bool:
+        """Whether a whole line is already buffered (read() will not wait)."""
+        return self._buf.find(b"\n", self._start) >= 0
+
     async def read(self) -> bytes | None:
         buf = self._buf
         while True:
@@ -184,9 +192,8 @@ class ControlChannel:
         self._listener: anyio.abc.SocketListener | None = None
         self._accept_scope: anyio.CancelScope | None = None
         self._closing = False
-        self._idle: dict[int, anyio.CancelScope] = {}
-        """Read scopes of connections waiting for their next request (cancelled on stop)."""
-        self._connections = 0
+        self._peers: set[socket.socket] = set()
+        """Sockets of the open connections; stop_accepting() shuts their read side."""
         self._ops: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
             "ping": self._op_ping,
             "status": self._op_status,
@@ -204,7 +211,7 @@ class ControlChannel:
             "name": self.name,
             "address": str(self.path),
             "listening": self.listening,
-            "connections": self._connections,
+            "connections": len(self._peers),
         }
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -246,8 +253,11 @@ class ControlChannel:
         if self._accept_scope is not None:
             self._accept_scope.cancel()
         self._remove_socket()
-        for scope in list(self._idle.values()):
-            scope.cancel()
+        for peer in self._peers:
+            # No more requests: a pending read sees EOF; a request in progress still finishes
+            # and gets its reply (the write side stays open).
+            with contextlib.suppress(OSError):
+                peer.shutdown(socket.SHUT_RD)
 
     # -- the socket file, the lock ------------------------------------------------------------
 
@@ -369,10 +379,10 @@ class ControlChannel:
     # -- connections --------------------------------------------------------------------------
 
     async def _connection(self, stream: SocketStream) -> None:
-        self._connections += 1
+        raw = stream.extra(SocketAttribute.raw_socket)
+        self._peers.add(raw)
         try:
             async with stream:
-                raw = stream.extra(SocketAttribute.raw_socket)
                 pid, uid = peer_uid(raw)
                 if uid not in (os.getuid(), 0):
                     log.warning("control.forbidden", peer_pid=pid, peer_uid=uid)
@@ -389,33 +399,46 @@ class ControlChannel:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
             pass  # the client went away mid-reply
         finally:
-            self._connections -= 1
+            self._peers.discard(raw)
 
     async def _serve_connection(self, stream: SocketStream) -> None:
+        # Replies to a pipelining client are written in batches: a reply is held back while the
+        # next request is already buffered (up to MAX_PENDING replies), and everything held is
+        # written before waiting for more input or on hooks, so no reply waits on a slow one.
         lines = _Lines(stream)
-        token = id(lines)
+        pending: list[bytes] = []
+
+        async def flush() -> None:
+            if pending:
+                data = b"".join(pending)
+                pending.clear()
+                await stream.send(data)
+
         while not self._closing:
-            with anyio.CancelScope() as read_scope:
-                self._idle[token] = read_scope
-                try:
-                    line = await lines.read()
-                except anyio.EndOfStream:
-                    return
-                finally:
-                    del self._idle[token]
-            if read_scope.cancelled_caught:
-                return
-            reply = await self._reply(line)
-            await self._send(stream, reply)
+            if pending and (len(pending) >= MAX_PENDING or not lines.buffered()):
+                await flush()
+            try:
+                line = await lines.read()  # stop_accepting() ends this with EOF (SHUT_RD)
+            except anyio.EndOfStream:
+                break
+            if self._closing:
+                break  # read after the stop: not accepted
+            pending.append(self._encode(await self._reply(line, flush)))
+        await flush()
 
     async def _send(self, stream: SocketStream, reply: dict[str, Any]) -> None:
-        try:
-            data = encode(reply)
-        except (TypeError, ValueError) as exc:  # e.g. a circular structure from a hook
-            data = encode(_error(reply.get("id"), "internal", f"reply not serialisable: {exc}"))
-        await stream.send(data)
+        await stream.send(self._encode(reply))
 
-    async def _reply(self, line: bytes | None) -> dict[str, Any]:
+    @staticmethod
+    def _encode(reply: dict[str, Any]) -> bytes:
+        try:
+            return encode(reply)
+        except (TypeError, ValueError) as exc:  # e.g. a circular structure from a hook
+            return encode(_error(reply.get("id"), "internal", f"reply not serialisable: {exc}"))
+
+    async def _reply(
+        self, line: bytes | None, before_waiting: Callable[[], Awaitable[None]]
+    ) -> dict[str, Any]:
         if line is None:
             return _error(None, "line_too_long", f"request line over {MAX_LINE} bytes; discarded")
         if not line.strip():
@@ -436,6 +459,8 @@ class ControlChannel:
                 raise RequestError(
                     "unknown_op", f"unknown op {op!r}; known: {', '.join(sorted(self._ops))}"
                 )
+            if op not in QUICK_OPS and not (op == "trigger" and req.get("wait") is False):
+                await before_waiting()  # this one waits on hooks: send what is ready first
             result = await handler(req)
         except RequestError as exc:
             return _error(req_id, exc.code, str(exc))
