@@ -247,7 +247,12 @@ async def handler(event):
     )
     daemon = start_daemon({"hooks": {"timeoutMs": 60000}})
     slow, same, other = daemon.control(), daemon.control(), daemon.control()
-    slow.send_raw(b'{"id": 1, "op": "trigger", "event": "command:slow", "sessionKey": "A"}\n')
+    # Pipelined behind a ping: the ping's reply must not wait for the slow one.
+    slow.send_raw(
+        b'{"id": 0, "op": "ping"}\n'
+        b'{"id": 1, "op": "trigger", "event": "command:slow", "sessionKey": "A"}\n'
+    )
+    assert slow.read() == {"id": 0, "ok": True, "pong": True}
     daemon_status = daemon.control()
     wait_until(
         lambda: daemon_status.ok("status")["status"]["queue"]["sessions"] == 1,
