@@ -122,6 +122,10 @@ class Gateway:
         self.watcher: HookWatcher | None = None
         """Live reload: the hook roots and config file watcher (``hooks.load.watch``)."""
 
+    def __repr__(self) -> str:
+        # What a command hook sees for context["gateway"] (non-JSON values are stringified).
+        return f"<Gateway pid={os.getpid()} state={self.state}>"
+
     # -- what subsystems and channels use -------------------------------------------------------
 
     def _set_base(self, config: Config) -> None:
@@ -185,7 +189,8 @@ class Gateway:
     def hooks(self) -> dict[str, Any]:
         """The ``hooks`` op: ``{stateDir, workspaceDir, hooks: [...]}`` of the last load."""
         if self._load is None:
-            return {"stateDir": str(self.config.paths.state), "hooks": []}
+            paths = self.config.paths
+            return {"stateDir": str(paths.state), "workspaceDir": str(paths.workspace), "hooks": []}
         return hooks_listing(self.config, self._load)
 
     def status(self) -> dict[str, Any]:
