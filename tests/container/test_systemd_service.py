@@ -264,3 +264,24 @@ def test_a_broken_config_leaves_the_unit_failed_not_restarting(svc: Service) -> 
         assert "startupHookDelayMs" in svc.journal(invocation)
     finally:
         svc.ctr.exec("rm", "-f", f"{STATE}/gatewayd.yaml")
+
+
+def test_the_user_unit_runs_under_a_lingering_users_manager(svc: Service) -> None:
+    ctr = svc.ctr
+    ctr.exec("useradd", "--create-home", "alice")
+    ctr.exec("loginctl", "enable-linger", "alice")
+    uid = ctr.exec("id", "-u", "alice").stdout.strip()
+    manager = f"/run/user/{uid}/systemd/private"
+    wait_until(
+        lambda: ctr.exec("test", "-S", manager, check=False).returncode == 0,
+        60,
+        "alice's user manager",
+    )
+    env = ["HOME=/home/alice", f"XDG_RUNTIME_DIR=/run/user/{uid}"]
+    out = ctr.exec(GATEWAYD, "install-service", "--user", "--now", user="alice", env=env).stdout
+    assert "wrote /home/alice/.config/systemd/user/gatewayd.service" in out
+    active = ctr.exec("systemctl", "--user", "is-active", UNIT, user="alice", env=env)
+    assert active.stdout.strip() == "active"
+    status = ctr.exec(GATEWAYD, "status", "--json", user="alice", env=env).stdout
+    assert json.loads(status)["channels"][0]["address"] == "/home/alice/.eliza/run/gatewayd.sock"
+    ctr.exec("systemctl", "--user", "stop", UNIT, user="alice", env=env, timeout=120)
