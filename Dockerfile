@@ -31,8 +31,6 @@ RUN apt-get update \
       --shell /usr/sbin/nologin gatewayd \
  && install -d -o 10001 -g 10001 -m 0750 /data /data/hooks
 
-COPY --from=build /opt/gatewayd /opt/gatewayd
-
 # PATH is explicit: hooks' requires.bins are looked up on it and command hooks inherit it.
 ENV PATH=/opt/gatewayd/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     ELIZA_STATE_DIR=/data \
@@ -48,3 +46,6 @@ STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=5s --timeout=5s --start-period=30s --retries=3 CMD ["gatewayd", "status"]
 ENTRYPOINT ["tini", "--", "gatewayd"]
 CMD ["run"]
+
+# The venv comes last so that every layer above stays cached when only the source changes.
+COPY --from=build /opt/gatewayd /opt/gatewayd
