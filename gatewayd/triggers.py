@@ -14,8 +14,9 @@ registry adds a cancel scope only for a handler that actually suspends), and yie
 once per batch.
 
 Counters: ``depth`` (queued, not yet taken), ``peak``, ``accepted``, ``dispatched``, handler
-``errors`` and ``timeouts``, and the dispatch latency from post to the end of the dispatch over
-the last :data:`LATENCY_SAMPLES` events.
+``errors`` and ``timeouts``, and the dispatch latency from post to the end of the dispatch,
+sampled on the first event of each batch (the one that waited longest), over the last
+:data:`LATENCY_SAMPLES` samples.
 """
 
 from __future__ import annotations
@@ -95,8 +96,8 @@ class TriggerQueue:
         if capacity < 1:
             raise ValueError("gateway.queue.capacity must be at least 1")
         self.capacity = capacity
-        self.peak = 0
-        self.accepted = 0
+        self._peak = 0
+        self._taken = 0
         self._depth = 0
         self._lanes: dict[str, deque[_Item]] = {}
         """Lanes of sessions with queued events or owned by a worker; removed when drained."""
@@ -110,6 +111,16 @@ class TriggerQueue:
     def depth(self) -> int:
         """Events accepted and not yet taken by a worker."""
         return self._depth
+
+    @property
+    def peak(self) -> int:
+        """The most events ever queued at once (``capacity`` means posters had to wait)."""
+        return max(self._peak, self._depth)
+
+    @property
+    def accepted(self) -> int:
+        """Events ever accepted (taken by workers, dropped at shutdown, or still queued)."""
+        return self._taken + self._depth
 
     @property
     def closed(self) -> bool:
@@ -145,17 +156,23 @@ class TriggerQueue:
 
         Returns without yielding to the loop when there is room (like ``asyncio.Queue.put``).
         """
-        if self._closed:
-            raise QueueClosed("the gateway is shutting down and takes no new events")
-        if self._depth >= self.capacity or self._putters:
+        if self._depth >= self.capacity or self._putters or self._closed:
             await self._wait_for_room()
-        self._enqueue((event, None, perf_counter()))
+        # _enqueue() inlined: this is the hot path of every fire-and-forget event.
+        item = (event, None, perf_counter())
+        lane = self._lanes.get(event.session_key)
+        if lane is None:
+            self._lanes[event.session_key] = deque((item,))
+            self._ready.append(event.session_key)
+            if self._idle:
+                self._idle.popleft().set()
+        else:
+            lane.append(item)
+        self._depth += 1
 
     async def submit(self, event: HookEvent) -> Ticket:
         """``post()`` returning a :class:`Ticket` to await the dispatch."""
-        if self._closed:
-            raise QueueClosed("the gateway is shutting down and takes no new events")
-        if self._depth >= self.capacity or self._putters:
+        if self._depth >= self.capacity or self._putters or self._closed:
             await self._wait_for_room()
         ticket = Ticket(event)
         self._enqueue((event, ticket, perf_counter()))
@@ -164,6 +181,10 @@ class TriggerQueue:
     async def _wait_for_room(self) -> None:
         # Waiting posters queue up FIFO; each slot a worker frees wakes one of them. A poster
         # woken but beaten to the slot waits again at the front of the line.
+        if self._closed:
+            raise QueueClosed("the gateway is shutting down and takes no new events")
+        if self._depth < self.capacity and not self._putters:
+            return
         front = False
         while True:
             ready = anyio.Event()
@@ -195,10 +216,7 @@ class TriggerQueue:
                 self._idle.popleft().set()
         else:
             lane.append(item)  # the lane is already ready or owned by a worker
-        depth = self._depth = self._depth + 1
-        self.accepted += 1
-        if depth > self.peak:
-            self.peak = depth
+        self._depth += 1
 
     def _wake_putters(self, n: int) -> None:
         putters = self._putters
@@ -214,12 +232,16 @@ class TriggerQueue:
             return None
         key = self._ready.popleft()
         lane = self._lanes[key]
+        # Depth only falls here, so its highest point is always just before a take.
+        if self._depth > self._peak:
+            self._peak = self._depth
         if len(lane) <= BATCH:
             batch = list(lane)
             lane.clear()
         else:
             batch = [lane.popleft() for _ in range(BATCH)]
         self._depth -= len(batch)
+        self._taken += len(batch)
         if self._putters:
             self._wake_putters(len(batch))
         return key, batch
@@ -247,6 +269,8 @@ class TriggerQueue:
 
     def _drop_all(self) -> int:
         """Remove every queued event (shutdown deadline); their tickets raise. Returns the count."""
+        self._peak = max(self._peak, self._depth)
+        self._taken += self._depth
         left = 0
         for lane in self._lanes.values():
             for item in lane:
@@ -311,29 +335,28 @@ class Dispatcher:
                 last_yield = perf_counter()
                 continue
             key, batch = got
-            # Per-event work stays in locals; the counters are written back once per batch.
+            # Per event: the dispatch and a counter. Everything else is once per batch; the
+            # latency is sampled on the batch's first event (the one that waited longest).
             done = errors = timeouts = 0
-            slowest = 0.0
-            base = self._latency_n
-            self._latency_n = base + len(batch)
             try:
-                for event, ticket, posted in batch:
+                for event, ticket, _ in batch:
                     try:
                         report = await dispatch(event)
                     except Exception as exc:  # the registry never raises; a bug if it does
                         log.exception("queue.dispatch_crashed", event_key=event.key, error=str(exc))
                         report = DispatchReport(0, 1, 0)
-                    _, failed, timed_out = report
-                    if failed or timed_out:
-                        errors += failed
-                        timeouts += timed_out
-                    elapsed = perf_counter() - posted
-                    latency[(base + done) & mask] = elapsed
-                    if elapsed > slowest:
-                        slowest = elapsed
                     done += 1
+                    if report[1] or report[2]:
+                        errors += report[1]
+                        timeouts += report[2]
                     if ticket is not None:
                         ticket._finish(report)
+                    if done == 1:
+                        elapsed = perf_counter() - batch[0][2]
+                        latency[self._latency_n & mask] = elapsed
+                        self._latency_n += 1
+                        if elapsed > self._latency_max:
+                            self._latency_max = elapsed
             except BaseException:
                 # Cancelled by the shutdown deadline: the rest of this batch is left, counted.
                 for _, ticket, _ in batch[done:]:
@@ -345,8 +368,6 @@ class Dispatcher:
                 self.dispatched += done
                 self.errors += errors
                 self.timeouts += timeouts
-                if slowest > self._latency_max:
-                    self._latency_max = slowest
             release(key)
             now = perf_counter()
             if now - last_yield > YIELD_EVERY_S:
