@@ -159,24 +159,19 @@ def ensure_traversable_root(image: str, changes: Sequence[str]) -> None:
     if probe.returncode != 0:
         container = docker("create", "--network=host", image, timeout=300).stdout.strip()
         try:
-            export = subprocess.Popen(["docker", "export", container], stdout=subprocess.PIPE)
-            importer = subprocess.Popen(
-                [
-                    "docker",
-                    "import",
-                    *(f"--change={c}" for c in changes),
-                    f"--change=LABEL {ROOT_LABEL}=0755",
-                    "-",
-                    image,
-                ],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-            )
-            assert export.stdout is not None and importer.stdin is not None
-            _root_dir_0755(export.stdout, importer.stdin)
-            importer.stdin.close()
-            if export.wait(timeout=300) != 0 or importer.wait(timeout=300) != 0:
-                raise DockerError(f"re-importing {image} with a 0755 root failed")
+            import_cmd = ["docker", "import", *(f"--change={c}" for c in changes)]
+            import_cmd += [f"--change=LABEL {ROOT_LABEL}=0755", "-", image]
+            with (
+                subprocess.Popen(["docker", "export", container], stdout=subprocess.PIPE) as export,
+                subprocess.Popen(
+                    import_cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL
+                ) as imp,
+            ):
+                assert export.stdout is not None and imp.stdin is not None
+                _root_dir_0755(export.stdout, imp.stdin)
+                imp.stdin.close()
+                if export.wait(timeout=300) != 0 or imp.wait(timeout=300) != 0:
+                    raise DockerError(f"re-importing {image} with a 0755 root failed")
         finally:
             docker("rm", "-f", container, check=False)
     else:
