@@ -39,7 +39,10 @@ CAPACITY = 1024
 CONCURRENCY = 8
 HANDLER_COUNTS = (1, 10)
 SESSION_COUNTS = (1, 64)
-TARGET_H1 = Target(">= 250k events/s with one handler", low=250_000)
+TARGET_RATE = 250_000
+TARGET_H1 = Target(">= 250k/s", low=TARGET_RATE)
+ORIENTATION_BARE = 170_000
+"""The bare stream's rate on the machine the issue's targets were set on (events/s)."""
 
 Measure = Callable[[], Awaitable[float]]
 
@@ -272,6 +275,12 @@ def run(scale: Scale) -> Section:
                     detail=rate(results[name]),
                 )
             )
+    bare = section.figure("bare.h1").value
+    section.notes.append(
+        "The issue measured the bare stream at ~170k events/s when it set the 250k target (1.47x "
+        f"the bare stream); this run's bare stream, {bare / 1000:.0f}k/s, puts the same ratio at "
+        f"{bare * TARGET_RATE / ORIENTATION_BARE / 1000:.0f}k/s on this machine as loaded now."
+    )
     return section
 
 

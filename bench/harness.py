@@ -73,6 +73,8 @@ class Figure:
     target: Target | None = None
     detail: dict[str, Any] = field(default_factory=dict)
     """Spread and sample counts: ``p95``, ``max``, ``runs``, ``samples`` ..."""
+    headline: bool = False
+    """Shown in the summary even without a target."""
 
     @property
     def met(self) -> bool | None:

@@ -78,8 +78,29 @@ def section_markdown(section: Section) -> str:
     return "\n".join(lines)
 
 
+def short_title(section: Section) -> str:
+    """``1. Dispatch throughput`` from ``1. Dispatch throughput (no-op ...)``."""
+    return section.title.split(" (")[0].split(":")[0]
+
+
+def summary_markdown(sections: list[Section]) -> str:
+    """One table of every figure with a target or marked as a headline (the README's table)."""
+    lines = [
+        "| benchmark | measurement | gatewayd | baselines, same run: value: ratio | target |",
+        "|---|---|---|---|---|",
+    ]
+    for section in sections:
+        if section.pending:
+            lines.append(f"| {short_title(section)} | not measured: {section.pending} | | | |")
+            continue
+        for fig in section.figures:
+            if fig.target is not None or fig.headline:
+                lines.append(f"| {short_title(section)} {_row(section, fig)}")
+    return "\n".join(lines)
+
+
 def document(run: dict[str, Any], sections: list[Section]) -> str:
-    """The whole ``latest.md``."""
+    """The whole ``latest.md``: machine, summary, then every section in full."""
     header = [
         "# gatewayd benchmarks",
         "",
@@ -88,6 +109,12 @@ def document(run: dict[str, Any], sections: list[Section]) -> str:
         "gatewayd / baseline (above 1 is better for rates, below 1 for times and sizes).",
         "",
         machine_markdown(run["machine"]),
+        "",
+        "## Summary",
+        "",
+        summary_markdown(sections),
+        "",
+        "## Details",
         "",
     ]
     return "\n".join([*header, "\n\n".join(section_markdown(s) for s in sections), ""])

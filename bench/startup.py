@@ -193,6 +193,7 @@ def run(scale: Scale) -> Section:
             "lower",
             vs=["minimal.stop"],
             detail=spread(col("gatewayd", "stop"), 1e3),
+            headline=True,
         )
     )
     section.notes.append(

@@ -170,6 +170,7 @@ def run(scale: Scale) -> Section:
         "gatewayd.write",
         "HookWatcher, write in place, p50",
         vs=["watchfiles.step.write", "watchfiles.step50.write"],
+        headline=True,
     )
     fig("gatewayd.rename", "HookWatcher, rename-save, p50", vs=["watchfiles.step.rename"])
     fig("watchfiles.step.stop", "awatch told by its stop_event")
