@@ -132,6 +132,7 @@ def _write(path: Path, text: str, force: bool) -> bool:
             f"{path} exists and differs from the unit this installation needs; keep local "
             f"changes in a drop-in ({path}.d/*.conf) and rerun with --force to replace it"
         )
+    tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
@@ -139,11 +140,15 @@ def _write(path: Path, text: str, force: bool) -> bool:
             out.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
+        tmp = None
     except PermissionError:
         hint = "run it as root (sudo gatewayd install-service), or use --user"
         raise CliError(f"cannot write {path}: permission denied; {hint}") from None
     except OSError as exc:
         raise CliError(f"cannot write {path}: {exc.strerror}") from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
     return True
 
 
