@@ -284,11 +284,14 @@ def test_bootstrap_op_and_agent_bootstrap_on_session_start(
         short_state / "hooks",
         "add-file",
         events=["agent:bootstrap"],
+        # The path is a Path object on purpose: non-JSON values reach the wire as strings.
         handler="""
+import pathlib
+
 def handler(event):
     files = event.context["bootstrapFiles"]
     event.context["seen"] = [f["name"] for f in files]
-    files.append({"name": "TOOLS.md", "path": "/virtual/TOOLS.md", "content": "x",
+    files.append({"name": "TOOLS.md", "path": pathlib.Path("/virtual/TOOLS.md"), "content": "x",
                   "missing": False})
 """,
     )
