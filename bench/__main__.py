@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -90,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": started,
         "scale": args.scale,
         "seconds": round(time.perf_counter() - start, 1),
+        "load_average_end": [round(x, 2) for x in os.getloadavg()],
         "machine": machine,
     }
     args.out.mkdir(parents=True, exist_ok=True)

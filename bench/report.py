@@ -104,7 +104,8 @@ def document(run: dict[str, Any], sections: list[Section]) -> str:
     header = [
         "# gatewayd benchmarks",
         "",
-        f"`make bench` on {run['date']} ({run['scale']} scale, {run['seconds']:.0f} s). Every "
+        f"`make bench` on {run['date']} ({run['scale']} scale, {run['seconds']:.0f} s; load "
+        f"average {' / '.join(map(str, run.get('load_average_end', [])))} at the end). Every "
         "gatewayd figure is shown beside its baselines measured in the same run; ratio = "
         "gatewayd / baseline (above 1 is better for rates, below 1 for times and sizes).",
         "",
