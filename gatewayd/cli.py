@@ -119,6 +119,42 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument("name", metavar="NAME", help="hook name or hookKey")
 
+    p = _command(hsub, "new", "gatewayd.cli_authoring:cli_new", "scaffold a hook in $STATE/hooks")
+    p.add_argument("name", metavar="NAME", help="lowercase letters, digits, - and _")
+    p.add_argument(
+        "--events",
+        action="append",
+        metavar="KEYS",
+        help="comma-separated event keys, e.g. command:new,session:start (default: command:NAME)",
+    )
+    p.add_argument(
+        "--command",
+        dest="command_hook",
+        action="store_true",
+        help="write an executable handler script (a command hook) instead of handler.py",
+    )
+    p.add_argument("--description", metavar="TEXT", help="the one-line description in HOOK.md")
+    p = _command(
+        hsub,
+        "install",
+        "gatewayd.cli_authoring:cli_install",
+        "install a hook or hook pack: a directory or a .tar.gz/.tgz/.zip archive",
+    )
+    p.add_argument("source", metavar="PATH|ARCHIVE")
+    p.add_argument(
+        "--link",
+        action="store_true",
+        help="list its directory in hooks.load.extraDirs instead of copying (under the state dir)",
+    )
+    p.add_argument("--force", action="store_true", help="replace installed hooks of the same name")
+    p = _command(
+        hsub, "uninstall", "gatewayd.cli_authoring:cli_uninstall", "remove what install created"
+    )
+    p.add_argument("names", nargs="+", metavar="NAME", help="installed hook names")
+    p.add_argument(
+        "--force", action="store_true", help="also remove copies whose files changed since"
+    )
+
     config = sub.add_parser("config", help="inspect the config", description="inspect the config")
     csub = config.add_subparsers(dest="config_command", metavar="COMMAND", required=True)
     _command(csub, "show", "gatewayd.cli_hooks:cli_config_show", "print the effective config")

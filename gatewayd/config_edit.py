@@ -1,8 +1,10 @@
 """Changing the user's config file on their behalf, keeping their keys, order and comments.
 
-``gatewayd hooks enable|disable`` write ``hooks.entries.<hookKey>.enabled`` through a round-trip
-YAML editor (ruamel.yaml), check that the result is still a valid config, and replace the file
-atomically, so a running daemon's watcher sees one complete new version and reloads it.
+``gatewayd hooks enable|disable`` write ``hooks.entries.<hookKey>.enabled`` and ``gatewayd hooks
+install --link`` / ``uninstall`` add and remove ``hooks.load.extraDirs`` entries, all through a
+round-trip YAML editor (ruamel.yaml): each checks that the result is still a valid config and
+replaces the file atomically, so a running daemon's watcher sees one complete new version and
+reloads it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from gatewayd.config import ConfigError, Settings, fold_internal, format_errors, read_config_file
 from gatewayd.yamlio import load_yaml
@@ -71,6 +73,81 @@ def set_hook_enabled(path: Path, hook_key: str, enabled: bool) -> bool:
     new_text = out.getvalue()
     _validate(path, new_text)
     _atomic_write(path, new_text)
+    return True
+
+
+def _load_document(path: Path) -> tuple[YAML, CommentedMap]:
+    """The round-trip editor and the file's document (an empty map when absent or empty)."""
+    yaml = _yaml()
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if not text.strip():
+        return yaml, CommentedMap()
+    read_config_file(path)  # a clear error for a broken file, before ruamel's own
+    doc = yaml.load(text)
+    if not isinstance(doc, CommentedMap):
+        raise ConfigError(str(path), [f"{path}: the top level must be a mapping of keys"])
+    return yaml, doc
+
+
+def _save_document(path: Path, yaml: YAML, doc: CommentedMap) -> None:
+    out = io.StringIO()
+    yaml.dump(doc, out)
+    text = out.getvalue()
+    _validate(path, text)
+    _atomic_write(path, text)
+
+
+def _extra_dirs(doc: CommentedMap, create: bool) -> CommentedSeq | None:
+    """``hooks.load.extraDirs`` (under ``hooks.internal`` when the file keeps ``load`` there)."""
+    hooks = _child(doc, "hooks") if create else doc.get("hooks")
+    if not isinstance(hooks, CommentedMap):
+        return None
+    internal = hooks.get("internal")
+    section = internal if isinstance(internal, CommentedMap) and "load" in internal else hooks
+    load = _child(section, "load") if create else section.get("load")
+    if not isinstance(load, CommentedMap):
+        return None
+    found = load.get("extraDirs")
+    if found is None:
+        if not create:
+            return None
+        found = load["extraDirs"] = CommentedSeq()
+    if not isinstance(found, CommentedSeq):
+        raise ConfigError("hooks.load.extraDirs", [f"expected a list, got {type(found).__name__}"])
+    dirs: CommentedSeq = found
+    if not dirs and dirs.fa.flow_style():
+        dirs.fa.set_block_style()  # `extraDirs: []` grows into a readable block
+    return dirs
+
+
+def add_extra_dir(path: Path, directory: str) -> bool:
+    """Append ``directory`` to ``hooks.load.extraDirs`` in the YAML file at ``path`` (created
+    if absent). Returns False, changing nothing, when the list already holds that exact string.
+    Raises :class:`ConfigError` if the file is not valid YAML or the result would not validate.
+    """
+    yaml, doc = _load_document(path)
+    dirs = _extra_dirs(doc, create=True)
+    assert dirs is not None
+    if directory in [str(d) for d in dirs]:
+        return False
+    dirs.append(directory)
+    _save_document(path, yaml, doc)
+    return True
+
+
+def remove_extra_dir(path: Path, directory: str) -> bool:
+    """Remove every ``hooks.load.extraDirs`` entry that is exactly ``directory`` from the file at
+    ``path``. Returns False when there was none (the file is then left as it is)."""
+    if not path.exists():
+        return False
+    yaml, doc = _load_document(path)
+    dirs = _extra_dirs(doc, create=False)
+    if dirs is None or directory not in [str(d) for d in dirs]:
+        return False
+    for i in reversed(range(len(dirs))):
+        if str(dirs[i]) == directory:
+            del dirs[i]
+    _save_document(path, yaml, doc)
     return True
 
 

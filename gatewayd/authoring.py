@@ -1,0 +1,235 @@
+"""Scaffolding a new hook: ``gatewayd hooks new NAME [--events ...] [--command]``.
+
+:func:`scaffold` writes ``<state>/hooks/NAME`` with a valid ``HOOK.md`` and either a typed async
+``handler.py`` or an executable ``handler`` script (a command hook, Python 3 reading the event
+JSON on stdin). The directory is written under a temporary dot-name in the managed root and
+renamed into place, so a running daemon's watcher sees the whole hook appear at once and loads
+it; it never sees half a hook.
+
+This module also owns what a hook *name* may be (:data:`NAME_RE`), for ``hooks new`` and
+``hooks install`` alike: lowercase letters, digits, ``-`` and ``_``, starting with a letter or
+digit, at most :data:`MAX_NAME` characters. That is a directory name on every platform and a
+valid ``/command`` name, and it is what the bundled hooks use. ``HOOK.md`` parsing itself stays
+in :mod:`gatewayd.hooks.metadata`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from gatewayd.config import Config
+from gatewayd.hooks.discovery import discover
+from gatewayd.hooks.events import EventKeyError, parse_event_key
+
+NAME_RE: Final = re.compile(r"[a-z0-9][a-z0-9_-]*")
+MAX_NAME: Final = 64
+GUIDE: Final = "docs/hooks.md (the author's guide, in the gatewayd source tree)"
+
+
+class AuthoringError(Exception):
+    """A name, event key or target the scaffolder refuses; the message says why and the fix."""
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` is not a valid hook name, or None when it is."""
+    if not name:
+        return "a hook name cannot be empty"
+    if len(name) > MAX_NAME:
+        return f"hook name {name!r} is {len(name)} characters long; the limit is {MAX_NAME}"
+    if not NAME_RE.fullmatch(name):
+        suggestion = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-_")
+        hint = f" (e.g. {suggestion!r})" if suggestion and NAME_RE.fullmatch(suggestion) else ""
+        return (
+            f"invalid hook name {name!r}: use lowercase letters, digits, '-' and '_', "
+            f"starting with a letter or digit{hint}"
+        )
+    return None
+
+
+def check_name(name: str) -> None:
+    """Raise :class:`AuthoringError` unless ``name`` is a valid hook name."""
+    if problem := name_problem(name):
+        raise AuthoringError(problem)
+
+
+def parse_events(values: Iterable[str]) -> list[str]:
+    """``["command:new,session:start", "agent"]`` -> validated keys, in order, without repeats."""
+    keys: list[str] = []
+    for value in values:
+        for raw in value.split(","):
+            key = raw.strip()
+            if not key:
+                continue
+            try:
+                parse_event_key(key)
+            except EventKeyError as exc:
+                raise AuthoringError(f"--events: {exc}") from None
+            if key not in keys:
+                keys.append(key)
+    return keys
+
+
+@dataclass(frozen=True, slots=True)
+class Scaffolded:
+    """What :func:`scaffold` wrote."""
+
+    name: str
+    path: Path
+    files: tuple[str, ...]
+    events: tuple[str, ...]
+    command: bool
+
+
+def _hook_md(name: str, description: str, events: Sequence[str], command: bool) -> str:
+    # JSON is YAML: the user's description and the event keys are quoted safely.
+    requires = '\n    requires:\n      bins: ["python3"]' if command else ""
+    handler = "`handler` (an executable)" if command else "`handler.py`"
+    return f"""\
+---
+name: {name}
+description: {json.dumps(description, ensure_ascii=False)}
+metadata:
+  eliza:
+    emoji: "🪝"
+    events: {json.dumps(list(events))}{requires}
+---
+
+# {name}
+
+{description}
+
+Replace this paragraph with what the hook does, what it writes, and the settings it reads
+from `hooks.entries.{name}` in `gatewayd.yaml`.
+
+## Next steps
+
+- The code is in {handler}. Save an edit and a running gatewayd reloads the hook at once.
+- `events` above lists what it runs on: `type:action` (`command:new`), a whole type
+  (`session`), or `"*"`. The author's guide lists every event and its context fields.
+- `gatewayd hooks info {name}` shows its status; `gatewayd hooks check` explains any hook
+  that does not load; the daemon's log has a `hook.error` line for every failure.
+- Turn it off with `gatewayd hooks disable {name}`; remove it by deleting this directory.
+- Guide: {GUIDE}.
+"""
+
+
+def _handler_py(name: str, events: Sequence[str]) -> str:
+    runs_on = ", ".join(events)
+    return f'''\
+"""{name}: runs on {runs_on} (metadata.eliza.events in HOOK.md).
+
+Save an edit and a running gatewayd reloads this module from source; module-level state does
+not survive a reload, so keep anything lasting in files under ``ctx.state_dir``.
+"""
+
+from __future__ import annotations
+
+from gatewayd.hooks import HookContext, HookEvent
+
+
+async def handler(event: HookEvent, ctx: HookContext) -> None:
+    """Called once per matching event, on the daemon's event loop: await, never block.
+
+    ``event.key`` is ``type:action``, ``event.session_key`` the session, ``event.context`` the
+    event's details. Append strings to ``event.messages`` to reply. ``ctx.config`` is this
+    hook's ``hooks.entries.{name}`` entry, ``ctx.log`` a logger bound to the hook. Use a plain
+    ``def`` for blocking code: it then runs in a worker thread.
+    """
+    ctx.log.info("{name}.fired", event_key=event.key, session_key=event.session_key)
+    event.messages.append(f"{name} saw {{event.key}}")
+'''
+
+
+def _handler_command(name: str, events: Sequence[str]) -> str:
+    runs_on = ", ".join(events)
+    return f'''\
+#!/usr/bin/env python3
+"""{name}: a command hook, run on {runs_on} (metadata.eliza.events in HOOK.md).
+
+The event arrives as one JSON object on stdin: type, action, sessionKey, timestamp, messages,
+context. Environment: ELIZA_HOOK_NAME, ELIZA_EVENT (type:action), ELIZA_SESSION_KEY, plus
+hooks.entries.{name}.env. Each non-empty stdout line is a reply message (or print one JSON
+object {{"messages": [...]}}); stderr goes to the daemon's log when the exit code is not 0.
+Any executable works here: replace this with a shell script or a binary, keep it chmod +x.
+"""
+
+import json
+import sys
+
+
+def main() -> int:
+    event = json.load(sys.stdin)
+    print(f"{name} saw {{event['type']}}:{{event['action']}}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def _existing(config: Config, name: str) -> str | None:
+    """Where a hook called ``name`` already is, if anywhere; else None."""
+    target = config.paths.managed_hooks / name
+    if os.path.lexists(target):
+        return f"{target} already exists"
+    for hook in discover(config).hooks:
+        if hook.name == name:
+            effect = "be shadowed by it" if hook.root.source == "workspace" else "shadow it"
+            return (
+                f"a {hook.root.source} hook named {name!r} exists at {hook.path} (a new one "
+                f"would {effect}); pick another name, or copy that directory and edit the copy"
+            )
+    return None
+
+
+def scaffold(
+    config: Config,
+    name: str,
+    events: Sequence[str] = (),
+    *,
+    command: bool = False,
+    description: str | None = None,
+) -> Scaffolded:
+    """Write a new hook ``name`` into the managed root of ``config``; see the module docstring.
+
+    ``events`` defaults to ``command:<name>`` (so ``/name`` tries it out). Raises
+    :class:`AuthoringError` for an invalid name or event, or a name already in use.
+    """
+    check_name(name)
+    keys = list(events) or [f"command:{name}"]
+    parse_events(keys)
+    if where := _existing(config, name):
+        raise AuthoringError(f"hook {name!r}: {where}")
+    text = description or f"{name}: describe what this hook does in one line"
+    files = {"HOOK.md": _hook_md(name, text, keys, command)}
+    if command:
+        files["handler"] = _handler_command(name, keys)
+    else:
+        files["handler.py"] = _handler_py(name, keys)
+
+    root = config.paths.managed_hooks
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".new-{name}-", suffix=".tmp", dir=root))
+    try:
+        for filename, content in files.items():
+            path = staging / filename
+            path.write_text(content, encoding="utf-8")
+            path.chmod(0o755 if filename == "handler" else 0o644)
+        staging.chmod(0o755)
+        target = root / name
+        if os.path.lexists(target):  # created since the check above
+            raise AuthoringError(f"hook {name!r}: {target} already exists")
+        os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return Scaffolded(name, target, tuple(files), tuple(keys), command)

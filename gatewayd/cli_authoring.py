@@ -1,0 +1,154 @@
+"""``gatewayd hooks new|install|uninstall``: the command line of authoring and installing hooks.
+
+The work is done by :mod:`gatewayd.authoring` (scaffolding) and :mod:`gatewayd.install`
+(installing and uninstalling); this module loads the config, calls them and prints what
+happened. None of these commands talks to a running daemon: it notices the new files (or the
+edited config) and reloads by itself.
+
+Exit codes: 0 done, 1 refused (``error: ...`` on stderr, with one indented line per problem when
+there are several; nothing was written), 78 when the config cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gatewayd.authoring import GUIDE, AuthoringError, parse_events, scaffold
+from gatewayd.cli import EXIT_CONFIG, CliError
+from gatewayd.config import Config, ConfigError, load_config
+from gatewayd.hookpack import InstallError
+from gatewayd.hooks.eligibility import EligibilityChecker
+from gatewayd.install import Installed, InstallPlan, config_file, install, uninstall
+
+
+def _print_config_error(exc: ConfigError) -> None:
+    print(f"error: invalid config {exc.source}:", file=sys.stderr)
+    for line in exc.errors:
+        print(f"  - {line}", file=sys.stderr)
+
+
+def _config(args: argparse.Namespace) -> Config:
+    try:
+        return load_config(args.config)
+    except ConfigError as exc:
+        _print_config_error(exc)
+        raise SystemExit(EXIT_CONFIG) from None
+
+
+def _refused(what: str, problems: list[str], nothing: str) -> int:
+    """Print why: one problem as ``error: <problem>``, several as a summary line and one
+    indented line each. Returns the exit code, 1."""
+    if len(problems) == 1:
+        print(f"error: {problems[0]} ({nothing})", file=sys.stderr)
+        return 1
+    print(f"error: {what}: {len(problems)} problems ({nothing}):", file=sys.stderr)
+    for problem in problems:
+        print(f"  - {problem}", file=sys.stderr)
+    return 1
+
+
+def cli_new(args: argparse.Namespace) -> int:
+    """``gatewayd hooks new NAME [--events KEYS] [--command] [--description TEXT]``."""
+    config = _config(args)
+    try:
+        events = parse_events(args.events or [])
+        made = scaffold(
+            config,
+            args.name,
+            events,
+            command=args.command_hook,
+            description=args.description,
+        )
+    except AuthoringError as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        target = config.paths.managed_hooks / args.name
+        raise CliError(f"cannot write {target}: {exc.strerror or exc}") from None
+    handler = (
+        "handler     an executable script: the event JSON on stdin, reply lines on stdout"
+        if made.command
+        else "handler.py  async def handler(event, ctx): the code"
+    )
+    print(f"created hook {made.name} in {made.path}")
+    print(f"  HOOK.md     its name, description and events ({', '.join(made.events)})")
+    print(f"  {handler}")
+    print("a running gatewayd loads it as soon as it appears; try it:")
+    first = made.events[0]
+    if first.startswith("command:"):
+        print(f"  gatewayd send /{first.partition(':')[2]} --session test")
+    elif first not in ("*",) and ":" in first:
+        print(f"  gatewayd trigger {first} --session test")
+    print(f"  gatewayd hooks info {made.name}")
+    print(f"guide: {GUIDE}")
+    return 0
+
+
+def _eligibility_notes(config: Config, plan: InstallPlan) -> list[str]:
+    checker = EligibilityChecker(config.effective())
+    notes = []
+    for hook in plan.source.hooks:
+        check = checker.check(hook.manifest, config.entry(hook.manifest.hook_key))
+        if not check.eligible:
+            notes.append(
+                f"{hook.name} cannot run here yet: {'; '.join(check.reasons)} "
+                f"(gatewayd hooks info {hook.name})"
+            )
+    return notes
+
+
+def _installed_line(item: Installed, config: Config) -> str:
+    if item.kind == "link":
+        line = f"linked {item.name}: {item.path} (through hooks.load.extraDirs in "
+        line += f"{config_file(config)})"
+    else:
+        line = f"installed {item.name}: {item.path}"
+    line += f" sha256:{item.sha256[:12]}"
+    if item.replaced:
+        line += f"; replaced {item.replaced}"
+    return line
+
+
+def cli_install(args: argparse.Namespace) -> int:
+    """``gatewayd hooks install PATH|ARCHIVE [--link] [--force]``."""
+    config = _config(args)
+    try:
+        plan, installed = install(config, args.source, link=args.link, force=args.force)
+    except InstallError as exc:
+        return _refused(f"cannot install {args.source}", exc.problems, "nothing was installed")
+    except ConfigError as exc:
+        _print_config_error(exc)
+        raise CliError(
+            f"{config_file(config)} was left unchanged and nothing was installed; fix it first"
+        ) from None
+    except OSError as exc:
+        where = f" {exc.filename}" if exc.filename else ""
+        raise CliError(
+            f"cannot install {args.source}:{where} {exc.strerror or exc} (rolled back)"
+        ) from None
+    for item in installed:
+        print(_installed_line(item, config))
+    for note in [*plan.notes, *_eligibility_notes(config, plan)]:
+        print(f"note: {note}", file=sys.stderr)
+    it, it_is = ("it", "it is") if len(installed) == 1 else ("them", "they are")
+    print(
+        f"a running gatewayd loads {it} by itself; gatewayd hooks check shows if {it_is} ready"
+    )
+    return 0
+
+
+def cli_uninstall(args: argparse.Namespace) -> int:
+    """``gatewayd hooks uninstall NAME... [--force]``."""
+    config = _config(args)
+    try:
+        removed = uninstall(config, list(args.names), force=args.force)
+    except InstallError as exc:
+        return _refused("cannot uninstall", exc.problems, "nothing was removed")
+    except ConfigError as exc:
+        _print_config_error(exc)
+        raise CliError(f"{config_file(config)} could not be edited; fix it first") from None
+    except OSError as exc:
+        raise CliError(f"cannot uninstall: {exc.filename or ''} {exc.strerror or exc}") from None
+    for item in removed:
+        print(f"uninstalled {item.name} ({item.kind}): {item.removed}")
+    return 0

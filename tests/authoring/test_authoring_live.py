@@ -1,0 +1,73 @@
+"""A running ``gatewayd run`` picks up what ``hooks new``, ``hooks install`` (copy and link) and
+``hooks uninstall`` do, by itself (its watcher), and answers with the new hooks.
+
+Each step waits, with a generous bound, until the daemon lists the hook as ready (or gone), then
+sends the message that fires it and checks the reply.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from authoring_support import CliIn, StartDaemon, hook_files, hook_md, make_tar, ok, write_tree
+from daemon_support import Control, wait_until
+
+
+def statuses(control: Control) -> dict[str, str]:
+    return {h["name"]: h["status"] for h in control.ok("hooks")["hooks"]}
+
+
+def until_status(control: Control, name: str, status: str | None) -> None:
+    wait_until(
+        lambda: statuses(control).get(name) == status,
+        timeout=30,
+        what=f"{name} to be {status or 'gone'}: {statuses(control)}",
+    )
+
+
+def reply(control: Control, text: str) -> list[Any]:
+    messages: list[Any] = control.ok("message", sessionKey="live", text=text)["messages"]
+    return messages
+
+
+def test_scaffolded_installed_and_linked_hooks_answer_live(
+    daemon: StartDaemon, daemon_state: Path, cli_in: CliIn, tmp_path: Path
+) -> None:
+    gw = daemon()
+    with gw.control() as control:
+        reply(control, "hello")  # start the session, so later replies hold only the command's
+
+        ok(cli_in(daemon_state, "hooks", "new", "live-py"))
+        until_status(control, "live-py", "ready")
+        assert reply(control, "/live-py") == ["live-py saw command:live-py"]
+
+        ok(cli_in(daemon_state, "hooks", "new", "live-cmd", "--command", "--events", "command:c"))
+        until_status(control, "live-cmd", "ready")
+        assert reply(control, "/c") == ["live-cmd saw command:c"]
+
+        archive = make_tar(
+            tmp_path / "packed.tgz",
+            {
+                "HOOK.md": hook_md("packed", ["command:packed"]),
+                "handler": "#!/bin/sh\necho boxed\n",
+            },
+            executable=["handler"],
+        )
+        ok(cli_in(daemon_state, "hooks", "install", str(archive)))
+        until_status(control, "packed", "ready")
+        assert reply(control, "/packed") == ["boxed"]
+
+        linked = write_tree(daemon_state / "dev" / "linked", hook_files("linked", ["command:ln"]))
+        ok(cli_in(daemon_state, "hooks", "install", str(linked), "--link"))
+        until_status(control, "linked", "ready")
+        assert reply(control, "/ln") == ["linked says hi"]
+
+        ok(cli_in(daemon_state, "hooks", "uninstall", "packed", "linked"))
+        until_status(control, "packed", None)
+        until_status(control, "linked", None)
+        assert reply(control, "/packed") == []
+        assert reply(control, "/ln") == []
+        assert reply(control, "/live-py") == ["live-py saw command:live-py"]
+    assert gw.events("hook.error") == []
+    assert gw.events("reload.refused") == []
