@@ -251,6 +251,10 @@ class Gateway:
             errors: list[str] = []
             try:
                 config = await anyio.to_thread.run_sync(load_config, self.config_arg)
+                if self.watcher is not None:
+                    # New roots (extraDirs, workspace) are watched before the build reads them,
+                    # so an edit made while this reload runs is never lost between the two.
+                    await self.watcher.update(watch_spec(config))
                 result = await anyio.to_thread.run_sync(build_hooks, config)
             except ConfigError as exc:
                 outcome, errors = "refused", [f"{exc.source}: {e}" for e in exc.errors]
@@ -297,8 +301,6 @@ class Gateway:
         configure_logs(config, *self._log_overrides)
         self.config = config
         self._set_base(config)
-        if self.watcher is not None:  # extraDirs, the workspace or polling may have changed
-            self.watcher.update(watch_spec(config))
 
     async def _on_files_changed(self, paths: frozenset[Path]) -> None:
         """The watcher saw hook files or the config change: reload (once running)."""
@@ -357,7 +359,7 @@ class Gateway:
         if self.config.settings.hooks.load.watch:
             # Watch before the first load, so an edit made while it runs is not missed.
             self.watcher = HookWatcher(watch_spec(self.config), self._on_files_changed)
-            tg.start_soon(self.watcher.run)
+            await tg.start(self.watcher.run)
         # Everything imported so far lives as long as the process. Freezing it keeps it out of
         # every later collection, and each reload's gc.collect() (which frees the replaced hook
         # modules) then scans only what came after: ~2 ms instead of ~60 ms per reload.

@@ -13,8 +13,7 @@ import contextlib
 import json
 import os
 import signal
-import types
-from collections.abc import Coroutine, Generator
+from collections.abc import Coroutine
 from enum import Enum
 from typing import Any
 
@@ -22,6 +21,7 @@ import anyio
 import structlog
 from anyio import CapacityLimiter
 
+from gatewayd import eager
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.handlers import Handler
 
@@ -34,28 +34,6 @@ class Outcome(Enum):
     OK = "ok"
     ERROR = "error"
     TIMEOUT = "timeout"
-
-
-@types.coroutine
-def _resume(coro: Coroutine[Any, Any, Any], yielded: Any) -> Generator[Any, Any, None]:
-    """Continue a coroutine that was already stepped once by hand, inside the caller's task.
-
-    The first ``send(None)`` happened in the dispatcher; ``yielded`` is what it suspended on.
-    From here every value and exception the task delivers is passed straight through.
-    """
-    while True:
-        try:
-            sent = yield yielded
-        except BaseException as exc:  # cancellation included: hand it to the handler
-            try:
-                yielded = coro.throw(exc)
-            except StopIteration:
-                return
-        else:
-            try:
-                yielded = coro.send(sent)
-            except StopIteration:
-                return
 
 
 def report_failure(handler: Handler, event: HookEvent, exc: BaseException) -> Outcome:
@@ -94,7 +72,7 @@ async def finish_async(
     cancelled = anyio.get_cancelled_exc_class()
     try:
         with anyio.move_on_after(timeout_s) as scope:
-            await _resume(coro, yielded)
+            await eager.resume(coro, yielded)
     except cancelled:
         raise
     except BaseException as exc:  # SystemExit / KeyboardInterrupt from a handler included

@@ -45,8 +45,10 @@ from pathlib import Path
 import anyio
 import structlog
 import watchfiles
-from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.abc import ObjectReceiveStream, TaskStatus
+from anyio.streams.memory import MemoryObjectSendStream
 
+from gatewayd import eager
 from gatewayd.config import Config
 from gatewayd.hooks.discovery import hook_roots
 from gatewayd.paths import bundled_hooks_is_checkout, state_dir
@@ -116,9 +118,7 @@ def watch_spec(config: Config) -> WatchSpec:
     only in a source checkout, where it can be edited) and its config file (or the default
     location, so that creating one is noticed)."""
     roots, _ = hook_roots(config)
-    watched = tuple(
-        r.path for r in roots if r.source != "bundled" or bundled_hooks_is_checkout()
-    )
+    watched = tuple(r.path for r in roots if r.source != "bundled" or bundled_hooks_is_checkout())
     load = config.settings.hooks.load
     return WatchSpec(
         roots=watched,
@@ -181,12 +181,18 @@ def _outermost(paths: list[Path]) -> list[Path]:
 
 
 class HookWatcher:
-    """Calls ``on_change(paths)`` after the watched files change; run with :meth:`run`."""
+    """Calls ``on_change(paths)`` after the watched files change; run with :meth:`run`.
+
+    Every (re)start of the watches is *established* only once they exist (inotify watches set
+    up, or the first polling snapshot taken), and ``on_change`` is never called before that:
+    so a reload always builds from files that any later change will be noticed in.
+    """
 
     def __init__(self, spec: WatchSpec, on_change: OnChange) -> None:
         self._spec = spec
         self._on_change = on_change
         self._restart = anyio.Event()
+        self._established = anyio.Event()
         self._poke = anyio.Event()
         self._force_poll = spec.poll or _env_forces_polling()
         self.mode = "poll" if self._force_poll else "inotify"
@@ -196,38 +202,61 @@ class HookWatcher:
     def spec(self) -> WatchSpec:
         return self._spec
 
-    def update(self, spec: WatchSpec) -> None:
-        """Watch ``spec`` from now on (after a config reload changed the roots)."""
-        if spec != self._spec:
-            self._spec = spec
-            self._force_poll = self._force_poll or spec.poll
-            self._restart.set()
+    async def update(self, spec: WatchSpec, timeout_s: float = 5.0) -> None:
+        """Watch ``spec`` from now on; returns once the new watches are established (or after
+        ``timeout_s``). Call it *before* building from the new roots, so nothing falls between
+        the build and the watches."""
+        if spec == self._spec:
+            return
+        self._spec = spec
+        self._force_poll = self._force_poll or spec.poll
+        self._request_restart()
+        with anyio.move_on_after(timeout_s):
+            await self._established.wait()
 
-    async def run(self) -> None:
-        """Watch until cancelled. Never raises for filesystem trouble; logs it and carries on."""
+    def _request_restart(self) -> None:
+        # Unset first: whatever is sent after this waits for the new watches.
+        if self._established.is_set():
+            self._established = anyio.Event()
+        self._restart.set()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Watch until cancelled; ``task_status.started()`` once the first watches exist.
+        Never raises for filesystem trouble: logs it and carries on."""
         send, receive = anyio.create_memory_object_stream[frozenset[Path]](math.inf)
         async with send, receive, anyio.create_task_group() as tg:
             tg.start_soon(self._coalesce, receive)
             while True:
                 self._restart = anyio.Event()
+                if self._established.is_set():
+                    self._established = anyio.Event()
                 layout = _Layout.of(self._spec)
                 self.mode = "poll" if self._force_poll else "inotify"
-                log.info(
-                    "watch.started",
-                    mode=self.mode,
-                    roots=[str(p) for p in layout.recursive],
-                    parents=[str(p) for p in layout.shallow],
-                )
                 async with anyio.create_task_group() as watches:
-                    watches.start_soon(self._recheck, layout, send)
                     if self._force_poll:
-                        watches.start_soon(self._poll, send)
+                        await watches.start(self._poll, send)
                     else:
                         if layout.recursive:
-                            watches.start_soon(self._watch, layout.recursive, True, send)
+                            await watches.start(self._watch, layout.recursive, True, send)
                         if layout.shallow:
-                            watches.start_soon(self._watch, layout.shallow, False, send)
-                    await self._restart.wait()
+                            await watches.start(self._watch, layout.shallow, False, send)
+                    watches.start_soon(self._recheck, layout, send)
+                    if not self._restart.is_set():  # a setup failure asks for polling at once
+                        log.info(
+                            "watch.started",
+                            mode=self.mode,
+                            roots=[str(p) for p in layout.recursive],
+                            parents=[str(p) for p in layout.shallow],
+                        )
+                        self._established.set()
+                        task_status.started()
+                        task_status = anyio.TASK_STATUS_IGNORED
+                    try:
+                        await self._restart.wait()
+                    finally:
+                        # Also the stop event of watchfiles' thread: without it a cancelled
+                        # awatch keeps the process waiting out its 5 s rust_timeout.
+                        self._restart.set()
                     watches.cancel_scope.cancel()
 
     # -- producers -------------------------------------------------------------------------
@@ -241,29 +270,48 @@ class HookWatcher:
         return any(path == t or path in t.parents for t in self._spec.targets)
 
     async def _watch(
-        self, paths: tuple[Path, ...], recursive: bool, send: ObjectSendStream[frozenset[Path]]
+        self,
+        paths: tuple[Path, ...],
+        recursive: bool,
+        send: MemoryObjectSendStream[frozenset[Path]],
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
+        changes_iter = watchfiles.awatch(
+            *paths,
+            watch_filter=None,
+            step=WATCH_STEP_MS,
+            debounce=200,
+            recursive=recursive,
+            stop_event=self._restart,
+        )
         try:
-            async for changes in watchfiles.awatch(
-                *paths,
-                watch_filter=None,
-                step=WATCH_STEP_MS,
-                debounce=200,
-                recursive=recursive,
-                stop_event=self._restart,
-            ):
+            pending = changes_iter.__anext__()
+            try:
+                # watchfiles sets up its inotify watches on this first step, before it waits.
+                suspended_on = eager.step(pending)
+            except eager.Finished as done:
+                task_status.started()
+                changes = done.value
+            else:
+                task_status.started()
+                changes = await eager.resume(pending, suspended_on)
+            while True:
                 relevant = frozenset(
                     p for _, raw in changes if self._relevant(p := Path(raw), recursive)
                 )
-                if relevant:
-                    self._poke.set()  # a root itself may have gone: re-check now
-                    await send.send(relevant)
                 if recursive and (_adds_directory(changes) or _touches(paths, changes)):
                     # A root deleted and recreated at once may get its old inode number back, so
                     # only the event tells; and inotify adds watches for new directories
                     # silently, losing their events once the limit is reached, while a fresh
                     # setup reports the limit. Both are handled by rebuilding the watches.
-                    self._restart.set()
+                    self._request_restart()
+                if relevant:
+                    self._poke.set()  # a root itself may have gone: re-check now
+                    send.send_nowait(relevant)  # unbounded: never blocks, cannot be cancelled
+                changes = await changes_iter.__anext__()
+        except StopAsyncIteration:
+            return
         except OSError as exc:
             if "watch limit" in str(exc) or getattr(exc, "errno", None) == 28:
                 log.warning(
@@ -275,9 +323,14 @@ class HookWatcher:
             else:
                 log.warning("watch.failed", error=str(exc), fallback="polling")
             self._force_poll = True
-            self._restart.set()
+            self._request_restart()
+            task_status.started()
+        finally:
+            await changes_iter.aclose()
 
-    async def _recheck(self, layout: _Layout, send: ObjectSendStream[frozenset[Path]]) -> None:
+    async def _recheck(
+        self, layout: _Layout, send: MemoryObjectSendStream[frozenset[Path]]
+    ) -> None:
         """Rebuild the watches when a root appears, vanishes or is replaced."""
         while True:
             with anyio.move_on_after(RECHECK_S):
@@ -293,26 +346,32 @@ class HookWatcher:
                     if a != b
                 )
                 log.info("watch.roots_changed", paths=[str(p) for p in changed])
-                await send.send(changed or frozenset(self._spec.roots))
-                self._restart.set()
+                self._request_restart()
+                send.send_nowait(changed or frozenset(self._spec.roots))
                 return
 
-    async def _poll(self, send: ObjectSendStream[frozenset[Path]]) -> None:
+    async def _poll(
+        self,
+        send: MemoryObjectSendStream[frozenset[Path]],
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
         interval = self._spec.poll_interval_ms / 1000
         before = await anyio.to_thread.run_sync(snapshot, self._spec.targets)
+        task_status.started()
         while True:
             await anyio.sleep(interval)
             after = await anyio.to_thread.run_sync(snapshot, self._spec.targets)
             changed = diff_snapshots(before, after)
             before = after
             if changed:
-                await send.send(changed)
+                send.send_nowait(changed)
 
     # -- the consumer ----------------------------------------------------------------------
 
     async def _coalesce(self, receive: ObjectReceiveStream[frozenset[Path]]) -> None:
-        quiet = self._spec.debounce_ms / 1000
         async for first in receive:
+            quiet = self._spec.debounce_ms / 1000
             paths = set(first)
             deadline = anyio.current_time() + MAX_COALESCE_S
             while True:
@@ -320,6 +379,7 @@ class HookWatcher:
                     paths |= await receive.receive()
                     continue
                 break
+            await self._established.wait()  # a restart under way: reload once it is watched
             self.changes_seen += 1
             log.debug("watch.changed", paths=sorted(str(p) for p in paths)[:20], count=len(paths))
             try:

@@ -180,8 +180,7 @@ def test_update_switches_to_new_roots(tmp_path: Path) -> None:
 
     async def scenario(rec: Recorder, watcher: HookWatcher) -> None:
         await rec.expect_reload(lambda: (first / "a").write_text("1"))
-        watcher.update(WatchSpec(roots=(second,)))
-        await anyio.sleep(0.3)
+        await watcher.update(WatchSpec(roots=(second,)))  # returns once `second` is watched
         await rec.expect_quiet(lambda: (first / "b").write_text("1"))
         await rec.expect_reload(lambda: (second / "c").write_text("1"))
 
