@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -187,6 +188,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not hasattr(args, "config"):
         args.config = None
+    if args.target.startswith("gatewayd.daemon:"):
+        # pydantic scans every installed distribution's entry points for plugins when it
+        # builds its first model: ~50 ms of the daemon's start for plugins it does not use.
+        # Set PYDANTIC_DISABLE_PLUGINS (even to "") to decide otherwise.
+        os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         return _resolve(args.target)(args)
     except CliError as exc:
