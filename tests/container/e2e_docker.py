@@ -99,16 +99,25 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def wait_until(probe: Callable[[], T | None], timeout: float, what: str, step: float = 0.25) -> T:
-    """Call ``probe`` until it returns something other than None/False; fail after ``timeout``."""
+def wait_until(
+    probe: Callable[[], T | None],
+    timeout: float,
+    what: str,
+    step: float = 0.25,
+    explain: Callable[[], str] | None = None,
+) -> T:
+    """Call ``probe`` until it returns something other than None/False; fail after ``timeout``.
+
+    ``explain`` adds what the system under test says about itself to the failure message.
+    """
     deadline = time.monotonic() + timeout
-    last: T | None = None
     while True:
-        last = probe()
-        if last is not None and last is not False:
-            return last
+        result = probe()
+        if result is not None and result is not False:
+            return result
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+            detail = f"\n{explain()}" if explain is not None else ""
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{detail}")
         time.sleep(step)
 
 

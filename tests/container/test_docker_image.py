@@ -6,6 +6,7 @@ One container serves the module; the tests run in file order and the last one st
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,6 +38,14 @@ def ctr(app_image: str, host_hooks: Path) -> Iterator[Container]:
         yield container
     finally:
         container.remove()
+
+
+def diagnostics(ctr: Container) -> str:
+    """The daemon's own account: hooks, last reload, watch mode, the hooks dir, recent logs."""
+    status = ctr.exec("gatewayd", "status", "--json", check=False).stdout
+    listing = ctr.exec("ls", "-laR", "/data/hooks", check=False).stdout
+    logs = "\n".join(ctr.logs().splitlines()[-40:])
+    return f"status: {status}\n/data/hooks:\n{listing}\nlogs:\n{logs}"
 
 
 def reply(ctr: Container, text: str) -> str:
@@ -72,15 +81,31 @@ def test_a_hook_edited_on_the_host_is_reloaded_inside(
     ctr: Container, host_hooks: Path, write_hook: Callable[..., Path]
 ) -> None:
     handler = "async def handler(event):\n    event.messages.append('from the host {v}')\n"
+    explain = functools.partial(diagnostics, ctr)
     write_hook(host_hooks, "host-greeter", handler=handler.format(v="v1"))
-    wait_until(lambda: "from the host v1" in reply(ctr, "/new"), 60, "the mounted hook's reply")
+    wait_until(
+        lambda: "from the host v1" in reply(ctr, "/new"),
+        60,
+        "the mounted hook's reply",
+        explain=explain,
+    )
     # Rewrite in place (same inode) and also by rename, the two ways editors save.
     (host_hooks / "host-greeter" / "handler.py").write_text(handler.format(v="v2"))
-    wait_until(lambda: "from the host v2" in reply(ctr, "/new"), 60, "the edited hook's reply")
+    wait_until(
+        lambda: "from the host v2" in reply(ctr, "/new"),
+        60,
+        "the edited hook's reply",
+        explain=explain,
+    )
     staged = host_hooks / "host-greeter" / ".handler.py.swp"
     staged.write_text(handler.format(v="v3"))
     staged.rename(host_hooks / "host-greeter" / "handler.py")
-    wait_until(lambda: "from the host v3" in reply(ctr, "/new"), 60, "the renamed hook's reply")
+    wait_until(
+        lambda: "from the host v3" in reply(ctr, "/new"),
+        60,
+        "the renamed hook's reply",
+        explain=explain,
+    )
 
 
 def test_docker_stop_drains_and_exits_zero_within_the_timeout(ctr: Container) -> None:

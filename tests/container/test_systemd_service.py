@@ -73,6 +73,16 @@ class Service:
         self.ctr.write_file(f"{STATE}/hooks/{name}/HOOK.md", hook_md)
         self.ctr.write_file(f"{STATE}/hooks/{name}/handler.py", textwrap.dedent(handler))
 
+    def diagnostics(self) -> str:
+        """What systemd and the daemon say: unit state, status, the hooks dir, the journal."""
+        state = self.systemctl("status", UNIT, "--no-pager", "--lines=0", check=False)
+        status = self.gatewayd("status", "--json", check=False)
+        listing = self.ctr.exec("ls", "-laR", f"{STATE}/hooks", check=False).stdout
+        journal = self.ctr.exec(
+            "journalctl", "--no-pager", "--unit", UNIT, "--output=cat", "--lines=40", check=False
+        ).stdout
+        return f"{state}\nstatus: {status}\nhooks:\n{listing}\njournal:\n{journal}"
+
     def ensure_active(self) -> None:
         if self.show("ActiveState")["ActiveState"] != "active":
             self.systemctl("reset-failed", UNIT, check=False)
@@ -142,9 +152,19 @@ def test_a_dropped_in_hook_replies_and_an_edit_changes_the_reply(svc: Service) -
     svc.ensure_active()
     handler = "async def handler(event):\n    event.messages.append('greeter {v}')\n"
     svc.write_hook("greeter", ["command:new"], handler.format(v="v1"))
-    wait_until(lambda: "greeter v1" in svc.reply("/new"), 60, "the new hook's reply")
+    wait_until(
+        lambda: "greeter v1" in svc.reply("/new"),
+        60,
+        "the new hook's reply",
+        explain=svc.diagnostics,
+    )
     svc.write_hook("greeter", ["command:new"], handler.format(v="v2"))
-    wait_until(lambda: "greeter v2" in svc.reply("/new"), 60, "the edited hook's reply")
+    wait_until(
+        lambda: "greeter v2" in svc.reply("/new"),
+        60,
+        "the edited hook's reply",
+        explain=svc.diagnostics,
+    )
     assert svc.show("ActiveState")["ActiveState"] == "active"
 
 
@@ -153,7 +173,12 @@ def test_systemctl_reload_keeps_it_active_and_reloads(svc: Service) -> None:
     pid, before = svc.main_pid(), svc.status()["reloads"]
     assert isinstance(before, int)
     svc.systemctl("reload", UNIT)
-    wait_until(lambda: svc.status()["reloads"] == before + 1, 60, "the SIGHUP reload to finish")
+    wait_until(
+        lambda: svc.status()["reloads"] == before + 1,
+        60,
+        "the SIGHUP reload to finish",
+        explain=svc.diagnostics,
+    )
     assert svc.show("ActiveState")["ActiveState"] == "active"
     assert svc.main_pid() == pid, "a reload must not restart the process"
 
@@ -171,7 +196,7 @@ def test_kill_9_is_followed_by_a_restart(svc: Service) -> None:
             and int(props["NRestarts"]) == restarts + 1
         )
 
-    wait_until(restarted, 90, "systemd to restart the killed daemon")
+    wait_until(restarted, 90, "systemd to restart the killed daemon", explain=svc.diagnostics)
     assert "greeter v2" in svc.reply("/new"), "the restarted daemon loads the hooks again"
 
 
@@ -196,7 +221,12 @@ def test_the_watchdog_restarts_a_daemon_whose_loop_is_blocked(svc: Service) -> N
                     time.sleep(60)
             """,
         )
-        wait_until(lambda: "armed" in svc.reply("/arm"), 60, "the blocker hook to load")
+        wait_until(
+            lambda: "armed" in svc.reply("/arm"),
+            60,
+            "the blocker hook to load",
+            explain=svc.diagnostics,
+        )
         pid, invocation = svc.main_pid(), svc.show("InvocationID")["InvocationID"]
         # The loop may block before the "queued" reply is written: then the client sees the
         # connection close when the watchdog kills the daemon. Either way the event is in.
@@ -219,6 +249,7 @@ def test_the_watchdog_restarts_a_daemon_whose_loop_is_blocked(svc: Service) -> N
             ),
             90,
             "the watchdog to kill and systemd to restart the blocked daemon",
+            explain=svc.diagnostics,
         )
         assert (
             "Watchdog timeout"
