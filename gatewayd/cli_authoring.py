@@ -12,6 +12,7 @@ there are several; nothing was written), 78 when the config cannot be read.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from gatewayd.authoring import GUIDE, AuthoringError, parse_events, scaffold
@@ -130,10 +131,15 @@ def cli_install(args: argparse.Namespace) -> int:
         print(_installed_line(item, config))
     for note in [*plan.notes, *_eligibility_notes(config, plan)]:
         print(f"note: {note}", file=sys.stderr)
+    overridden = [n for n in os.environ if n.upper() == "GATEWAYD_HOOKS__LOAD__EXTRA_DIRS"]
+    if args.link and overridden:
+        print(
+            f"warning: ${overridden[0]} is set and beats the config file: the link takes "
+            "effect once it is unset (or lists the directory too)",
+            file=sys.stderr,
+        )
     it, it_is = ("it", "it is") if len(installed) == 1 else ("them", "they are")
-    print(
-        f"a running gatewayd loads {it} by itself; gatewayd hooks check shows if {it_is} ready"
-    )
+    print(f"a running gatewayd loads {it} by itself; gatewayd hooks check shows if {it_is} ready")
     return 0
 
 

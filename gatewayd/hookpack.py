@@ -97,10 +97,11 @@ def content_hash(directory: Path, files: list[str]) -> str:
     return digest.hexdigest()
 
 
-def tree_hash(directory: Path) -> str:
-    """:func:`content_hash` of every installable file now under ``directory``."""
-    files, _ = hook_files(directory, str(directory))
-    return content_hash(directory, files)
+def tree_hash(directory: Path) -> str | None:
+    """:func:`content_hash` of the files now under ``directory``; None when it also holds
+    something install never creates (a symlink, a FIFO) or cannot be read."""
+    files, problems = hook_files(directory, str(directory))
+    return None if problems else content_hash(directory, files)
 
 
 @dataclass(frozen=True, slots=True)

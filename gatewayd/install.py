@@ -231,6 +231,13 @@ def _plan_link(config: Config, plan: InstallPlan, records: InstallRecords) -> li
             continue
         root = str(Path(os.path.abspath(hook.directory)).parent)
         root_real = os.path.realpath(root)
+        if root_real == state_real or not _inside(root_real, state_real):
+            problems.append(
+                f"{hook.label}: its parent {root} would be the hooks.load.extraDirs entry, and "
+                f"that must be a directory inside the state dir {state_real}; move the hook "
+                "into a directory of its own under the state dir"
+            )
+            continue
         if root_real in fixed_roots:
             problems.append(
                 f"{hook.label}: is already in the hook root {root}; it is loaded without --link"

@@ -317,6 +317,10 @@ def test_uninstall_refuses_a_modified_copy_without_force(
     ok(run_cli("hooks", "uninstall", "edited", "--force"))
     assert visible(state_dir) == [] and records(state_dir) == {}
 
+    ok(run_cli("hooks", "install", str(tmp_path / "edited")))
+    (state_dir / "hooks" / "edited" / "link").symlink_to("/etc/hostname")  # not install's doing
+    refused(run_cli("hooks", "uninstall", "edited"), "changed since it was installed")
+
 
 def test_reinstall_after_uninstall(run_cli: RunCli, state_dir: Path, tmp_path: Path) -> None:
     src = write_tree(tmp_path / "again", hook_files("again"))

@@ -83,6 +83,7 @@ def test_link_refuses_what_it_cannot_link_and_writes_nothing(
     archive = make_tar(tmp_path / "a.tgz", hook_files("arch"))
     escape = state_dir / "escape"
     escape.symlink_to(tmp_path / "outside")
+    top = write_tree(state_dir / "top", hook_files("top"))  # its parent is the state dir
     before = tree(state_dir)
 
     refused(run_cli("hooks", "install", str(outside), "--link"), "outside the state dir")
@@ -92,6 +93,7 @@ def test_link_refuses_what_it_cannot_link_and_writes_nothing(
         f"adds its parent {state_dir / 'dev'} to hooks.load.extraDirs, which would also load two",
     )
     refused(run_cli("hooks", "install", str(managed), "--link"), "already in the hook root")
+    refused(run_cli("hooks", "install", str(top), "--link"), "a directory of its own")
     refused(run_cli("hooks", "install", str(archive), "--link"), "--link needs a directory")
     assert tree(state_dir) == before
 
