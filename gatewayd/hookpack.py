@@ -277,12 +277,13 @@ def read_source(source: Path, work: Path) -> SourceHooks:
         raise InstallError([f"{source}: no such file or directory"])
 
     def name_of(path: Path) -> str:
-        rel = path.relative_to(work if archive else root).as_posix()
-        return rel if rel != "." else "."
+        """The path inside the source (``.`` for the source itself)."""
+        return path.relative_to(work if archive else root).as_posix()
 
     def label_of(path: Path) -> str:
+        """How messages name ``path``: ``pack.tgz:dir/hook``, or the path on disk."""
         if archive:
-            return f"{prefix}{name_of(path)}" if name_of(path) != "." else source.name
+            return f"{prefix}{name_of(path)}" if path != work else source.name
         return str(path) if path != root else label
 
     if (root / "HOOK.md").is_file():

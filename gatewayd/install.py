@@ -398,6 +398,7 @@ def _apply_link(config: Config, plan: InstallPlan, records: InstallRecords) -> l
     path = config_file(config)
     names = {h.name for h in plan.source.hooks}
     added = [d for d in plan.extra_dirs if add_extra_dir(path, d)]
+    unlisted: list[str] = []
     try:
         old_dirs = {
             r["extraDir"] for n, r in records.hooks.items() if n in names and r.get("extraDir")
@@ -415,12 +416,13 @@ def _apply_link(config: Config, plan: InstallPlan, records: InstallRecords) -> l
                 Installed(hook.name, directory, "link", digest, plan.replacing.get(hook.name))
             )
         still_used = {r.get("extraDir") for r in records.hooks.values()}
-        for old in old_dirs - still_used:
-            remove_extra_dir(path, old)
+        unlisted += [old for old in old_dirs - still_used if remove_extra_dir(path, old)]
         records.save()
-    except BaseException:
+    except BaseException:  # put the config file back as it was
         for d in added:
             remove_extra_dir(path, d)
+        for d in unlisted:
+            add_extra_dir(path, d)
         raise
     return installed
 
