@@ -40,20 +40,18 @@ def _mem_total_mib() -> int | None:
     return None
 
 
-def _hypervisor() -> str | None:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            flags = next((line for line in cpuinfo if line.startswith("flags")), "")
-    except OSError:
+def _virtualization() -> str | None:
+    """``kvm VM, docker container`` as ``systemd-detect-virt`` sees it; None on bare metal."""
+    tool = shutil.which("systemd-detect-virt")
+    if tool is None:
         return None
-    if " hypervisor" not in flags:
-        return None
-    vendor = shutil.which("systemd-detect-virt")
-    if vendor:
-        out = subprocess.run([vendor], capture_output=True, text=True, check=False).stdout.strip()
-        if out and out != "none":
-            return out
-    return "yes"
+    found = []
+    for flag, what in (("--vm", "VM"), ("--container", "container")):
+        out = subprocess.run([tool, flag], capture_output=True, text=True, check=False)
+        name = out.stdout.strip()
+        if name and name != "none":
+            found.append(f"{name} {what}")
+    return ", ".join(found) or None
 
 
 def _node_version() -> str | None:
@@ -89,7 +87,7 @@ def describe() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "usable_cores": len(os.sched_getaffinity(0)),
         "memory_mib": _mem_total_mib(),
-        "virtualized": _hypervisor(),
+        "virtualized": _virtualization(),
         "kernel": f"{uname.system} {uname.release}",
         "machine": uname.machine,
         "python": f"{platform.python_implementation()} {platform.python_version()}",
@@ -110,7 +108,7 @@ def markdown(info: dict[str, Any]) -> str:
         (
             "cores",
             f"{info['cores']} ({info['usable_cores']} usable)"
-            + (f", virtualized ({info['virtualized']})" if info["virtualized"] else ""),
+            + (f", {info['virtualized']}" if info["virtualized"] else ""),
         ),
         ("memory", f"{info['memory_mib']} MiB"),
         ("kernel", info["kernel"]),
