@@ -248,6 +248,32 @@ def child_json(argv: Sequence[str], *, env: dict[str, str] | None = None, timeou
     return json.loads(lines[-1])
 
 
+def children_json(
+    argvs: Sequence[Sequence[str]], *, env: dict[str, str] | None = None, timeout: float
+) -> list[Any]:
+    """Run helper processes at the same time; the JSON on each one's last stdout line."""
+    procs = [
+        subprocess.Popen(
+            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
+        )
+        for argv in argvs
+    ]
+    outs = []
+    try:
+        for argv, proc in zip(argvs, procs, strict=True):
+            stdout, stderr = proc.communicate(timeout=timeout)
+            lines = stdout.strip().splitlines()
+            if proc.returncode != 0 or not lines:
+                raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}:\n{stderr[-3000:]}")
+            outs.append(json.loads(lines[-1]))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return outs
+
+
 # -- the module entry point ---------------------------------------------------------------------
 
 

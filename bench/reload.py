@@ -42,6 +42,7 @@ from bench.harness import (
     Section,
     Target,
     child_json,
+    children_json,
     main,
     median,
     progress,
@@ -263,10 +264,11 @@ def run(scale: Scale) -> Section:
         rss_hooks = scale.pick(100, 10)
         rss_reloads = scale.pick(1000, 5)
         state = prepare(Path(tmp) / "rss", rss_hooks)
-        growth = {}
-        for impl in ("floor", "gatewayd"):
-            progress(f"reload: RSS over {rss_reloads} reloads of {rss_hooks} hooks ({impl})")
-            out = child_json(
+        # Memory is not timing: both loaders run at once, each in its own interpreter.
+        progress(f"reload: RSS over {rss_reloads} reloads of {rss_hooks} hooks")
+        impls = ("floor", "gatewayd")
+        outs = children_json(
+            [
                 [
                     PYTHON,
                     "-m",
@@ -279,11 +281,13 @@ def run(scale: Scale) -> Section:
                     impl,
                     "--reps",
                     str(rss_reloads),
-                ],
-                env=env_for(state),
-                timeout=600,
-            )
-            growth[impl] = out
+                ]
+                for impl in impls
+            ],
+            env=env_for(state),
+            timeout=600,
+        )
+        growth = dict(zip(impls, outs, strict=True))
         base = growth["floor"]
         section.add(
             Figure(
