@@ -15,9 +15,12 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gatewayd import __version__
+
+if TYPE_CHECKING:  # the config stack (pydantic) is imported only by commands that need it
+    from gatewayd.config import Config, ConfigError
 
 EXIT_CONFIG = 78  # EX_CONFIG: systemd's RestartPreventExitStatus keeps a bad config from looping
 
@@ -28,6 +31,28 @@ class CliError(Exception):
     def __init__(self, message: str, code: int = 1) -> None:
         super().__init__(message)
         self.code = code
+
+
+def print_config_error(exc: ConfigError) -> None:
+    """``error: invalid config SOURCE (N errors):`` and then every error, one per line."""
+    count = len(exc.errors)
+    print(
+        f"error: invalid config {exc.source} ({count} error{'s' if count != 1 else ''}):",
+        file=sys.stderr,
+    )
+    for line in exc.errors:
+        print(f"  {line}", file=sys.stderr)
+
+
+def load_config_or_exit(explicit: str | None) -> Config:
+    """The config for a command; an invalid one prints every error and exits 78."""
+    from gatewayd.config import ConfigError, load_config
+
+    try:
+        return load_config(explicit)
+    except ConfigError as exc:
+        print_config_error(exc)
+        raise SystemExit(EXIT_CONFIG) from None
 
 
 def _common(parser: argparse.ArgumentParser) -> None:

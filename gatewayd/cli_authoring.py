@@ -16,25 +16,11 @@ import os
 import sys
 
 from gatewayd.authoring import GUIDE, AuthoringError, parse_events, scaffold
-from gatewayd.cli import EXIT_CONFIG, CliError
-from gatewayd.config import Config, ConfigError, load_config
+from gatewayd.cli import CliError, load_config_or_exit, print_config_error
+from gatewayd.config import Config, ConfigError
 from gatewayd.hookpack import InstallError
 from gatewayd.hooks.eligibility import EligibilityChecker
 from gatewayd.install import Installed, InstallPlan, config_file, install, uninstall
-
-
-def _print_config_error(exc: ConfigError) -> None:
-    print(f"error: invalid config {exc.source}:", file=sys.stderr)
-    for line in exc.errors:
-        print(f"  - {line}", file=sys.stderr)
-
-
-def _config(args: argparse.Namespace) -> Config:
-    try:
-        return load_config(args.config)
-    except ConfigError as exc:
-        _print_config_error(exc)
-        raise SystemExit(EXIT_CONFIG) from None
 
 
 def _refused(what: str, problems: list[str], nothing: str) -> int:
@@ -51,7 +37,7 @@ def _refused(what: str, problems: list[str], nothing: str) -> int:
 
 def cli_new(args: argparse.Namespace) -> int:
     """``gatewayd hooks new NAME [--events KEYS] [--command] [--description TEXT]``."""
-    config = _config(args)
+    config = load_config_or_exit(args.config)
     try:
         events = parse_events(args.events or [])
         made = scaffold(
@@ -112,13 +98,13 @@ def _installed_line(item: Installed, config: Config) -> str:
 
 def cli_install(args: argparse.Namespace) -> int:
     """``gatewayd hooks install PATH|ARCHIVE [--link] [--force]``."""
-    config = _config(args)
+    config = load_config_or_exit(args.config)
     try:
         plan, installed = install(config, args.source, link=args.link, force=args.force)
     except InstallError as exc:
         return _refused(f"cannot install {args.source}", exc.problems, "nothing was installed")
     except ConfigError as exc:
-        _print_config_error(exc)
+        print_config_error(exc)
         raise CliError(
             f"{config_file(config)} was left unchanged and nothing was installed; fix it first"
         ) from None
@@ -145,13 +131,13 @@ def cli_install(args: argparse.Namespace) -> int:
 
 def cli_uninstall(args: argparse.Namespace) -> int:
     """``gatewayd hooks uninstall NAME... [--force]``."""
-    config = _config(args)
+    config = load_config_or_exit(args.config)
     try:
         removed = uninstall(config, list(args.names), force=args.force)
     except InstallError as exc:
         return _refused("cannot uninstall", exc.problems, "nothing was removed")
     except ConfigError as exc:
-        _print_config_error(exc)
+        print_config_error(exc)
         raise CliError(f"{config_file(config)} could not be edited; fix it first") from None
     except OSError as exc:
         raise CliError(f"cannot uninstall: {exc.filename or ''} {exc.strerror or exc}") from None

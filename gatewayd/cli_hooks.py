@@ -24,31 +24,13 @@ from typing import Any
 
 import yaml
 
-from gatewayd.cli import EXIT_CONFIG, CliError
+from gatewayd.cli import CliError, load_config_or_exit, print_config_error
 from gatewayd.config import Config, ConfigError, load_config
 from gatewayd.hooks.loader import HookRecord, LoadResult, build_hooks, hooks_listing
 from gatewayd.logging import configure_logging
 
 FAILING_STATUSES = frozenset({"failed", "invalid"})
 """Statuses that make ``hooks check`` exit 1: the hook was meant to load and cannot."""
-
-
-def _print_config_error(exc: ConfigError) -> None:
-    count = len(exc.errors)
-    print(
-        f"error: invalid config {exc.source} ({count} error{'s' if count != 1 else ''}):",
-        file=sys.stderr,
-    )
-    for line in exc.errors:
-        print(f"  {line}", file=sys.stderr)
-
-
-def _config(args: argparse.Namespace) -> Config:
-    try:
-        return load_config(args.config)
-    except ConfigError as exc:
-        _print_config_error(exc)
-        raise SystemExit(EXIT_CONFIG) from None
 
 
 def _build(config: Config) -> LoadResult:
@@ -98,7 +80,7 @@ def _totals(result: LoadResult) -> str:
 
 def cli_list(args: argparse.Namespace) -> int:
     """``gatewayd hooks list [--eligible] [--json] [--verbose]``."""
-    config = _config(args)
+    config = load_config_or_exit(args.config)
     result = _build(config)
     listing = hooks_listing(config, result)
     records = [r for r in result.records if r.eligible or not args.eligible]
@@ -140,7 +122,7 @@ def _find(result: LoadResult, name: str) -> HookRecord:
 
 def cli_info(args: argparse.Namespace) -> int:
     """``gatewayd hooks info NAME [--json]``: one hook by name or hookKey."""
-    config = _config(args)
+    config = load_config_or_exit(args.config)
     record = _find(_build(config), args.name)
     if args.json:
         _dump_json(record.to_json())
@@ -171,7 +153,7 @@ def cli_info(args: argparse.Namespace) -> int:
 def cli_check(args: argparse.Namespace) -> int:
     """``gatewayd hooks check [--json]``: totals and every hook that is not ready; exit 1 when
     a hook failed to load (or its HOOK.md is invalid)."""
-    config = _config(args)
+    config = load_config_or_exit(args.config)
     result = _build(config)
     attention = [r for r in result.records if r.status != "ready" or r.warnings]
     ok = not any(r.status in FAILING_STATUSES for r in result.records)
@@ -204,14 +186,14 @@ def _set_enabled(args: argparse.Namespace, enabled: bool) -> int:
     from gatewayd.config_edit import set_hook_enabled
     from gatewayd.paths import state_dir
 
-    config = _config(args)
+    config = load_config_or_exit(args.config)
     record = _find(_build(config), args.name)
     path = config.source or state_dir() / "gatewayd.yaml"
     verb = "enabled" if enabled else "disabled"
     try:
         changed = set_hook_enabled(path, record.hook_key, enabled)
     except ConfigError as exc:
-        _print_config_error(exc)
+        print_config_error(exc)
         raise CliError(f"{path} was left unchanged; fix the errors above first") from None
     except OSError as exc:
         raise CliError(f"cannot write {path}: {exc}") from None
@@ -241,7 +223,7 @@ def cli_disable(args: argparse.Namespace) -> int:
 
 def cli_config_show(args: argparse.Namespace) -> int:
     """``gatewayd config show``: the effective config as YAML (defaults and env applied)."""
-    config = _config(args)
+    config = load_config_or_exit(args.config)
     print(f"# effective config; source: {config.source_label}")
     print(
         yaml.safe_dump(
@@ -257,7 +239,7 @@ def cli_config_check(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        _print_config_error(exc)
+        print_config_error(exc)
         return 1
     print(f"config OK: {config.source_label}")
     return 0

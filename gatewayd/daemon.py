@@ -36,6 +36,7 @@ import structlog
 from gatewayd import __version__
 from gatewayd.channels import Channel, ChannelError
 from gatewayd.channels.control import ControlChannel
+from gatewayd.cli import print_config_error
 from gatewayd.commands import CommandRouter, Inbound, parse_command
 from gatewayd.config import Config, ConfigError, load_config
 from gatewayd.hooks.events import create_hook_event
@@ -532,9 +533,7 @@ def cli_run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        print(f"error: invalid config {exc.source}:", file=sys.stderr)
-        for problem in exc.errors:
-            print(f"  - {problem}", file=sys.stderr)
+        print_config_error(exc)
         return EXIT_CONFIG
     configure_logs(config, level, fmt)
     loop_name, _ = _loop()

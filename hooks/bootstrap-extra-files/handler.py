@@ -17,19 +17,9 @@ from collections.abc import Mapping, MutableSequence
 from pathlib import Path
 from typing import Any
 
-STANDARD_NAMES = frozenset(
-    {
-        "AGENTS.md",
-        "SOUL.md",
-        "TOOLS.md",
-        "IDENTITY.md",
-        "USER.md",
-        "HEARTBEAT.md",
-        "BOOTSTRAP.md",
-        "MEMORY.md",
-        "memory.md",
-    }
-)
+from gatewayd.sessions import BOOTSTRAP_NAMES
+
+STANDARD_NAMES = frozenset(BOOTSTRAP_NAMES)  # the gateway's own list: one place to change
 MINIMAL_NAMES = frozenset({"AGENTS.md", "TOOLS.md", "SOUL.md", "IDENTITY.md", "USER.md"})
 """What subagent and cron sessions keep."""
 MAX_BYTES = 2 * 1024 * 1024
