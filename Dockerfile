@@ -1,7 +1,8 @@
 # gatewayd in a container.
 #
 #   docker build -t gatewayd .
-#   docker run -d --name gatewayd -v "$PWD/my-hooks:/data/hooks:ro" -v gatewayd-state:/data gatewayd
+#   docker run -d --name gatewayd --stop-timeout 30 \
+#     -v "$PWD/my-hooks:/data/hooks:ro" -v gatewayd-state:/data gatewayd
 #   docker exec gatewayd gatewayd status
 #
 # The state dir is /data (ELIZA_STATE_DIR): config /data/gatewayd.yaml (optional), hooks

@@ -1,15 +1,25 @@
 """Fixtures for the end-to-end tests that run gatewayd in real containers.
 
+Building the images takes minutes on these machines (dockerd's vfs driver copies the whole
+root filesystem for every layer), so when a session has container tests the builds start in a
+background thread as soon as collection ends, and the container tests are moved to the end of
+the run: the rest of the suite runs while the images build.
+
 * ``docker_ready`` (session): skips, with the reason, only when ``container-env.sh --check``
   says Docker cannot run here; otherwise clears what killed sessions left behind and makes the
   base image usable by a non-root user (see :func:`e2e_docker.ensure_traversable_root`).
-* ``app_image`` (session): the repository's ``Dockerfile`` built once per session.
+* ``app_image`` (session): the repository's ``Dockerfile``, built once per session.
 * ``systemd_image`` (session): the systemd base image plus the app image's ``/opt/gatewayd`` venv.
 
 Tests that use them carry the ``container`` marker (``-m "not container"`` leaves them out).
 """
 
 from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
 
 import pytest
 from e2e_docker import (
@@ -24,34 +34,101 @@ from e2e_docker import (
     unavailable_reason,
 )
 
+BUILD_TIMEOUT_S = 1800
+
+# procps: /bin/kill for the unit's ExecReload=, as on any standard Debian install (the base image
+# is debootstrap's minbase, which leaves it out). The apt layer comes first so it stays cached.
+SYSTEMD_DOCKERFILE = (
+    f"FROM {SYSTEMD_BASE_IMAGE}\n"
+    "RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
+    "--no-install-recommends procps >/dev/null && rm -rf /var/lib/apt/lists/*\n"
+    f"COPY --from={APP_IMAGE} /opt/gatewayd /opt/gatewayd\n"
+)
+
+
+def _prepare() -> str | None:
+    """Check Docker and fix up the base image; the skip reason, or None when ready."""
+    reason = unavailable_reason()
+    if reason is None:
+        remove_stale_containers()
+        ensure_traversable_root(BASE_IMAGE, ['CMD ["python3"]', "ENV LANG=C.UTF-8"])
+    return reason
+
+
+def _build_app() -> str:
+    build(APP_IMAGE, str(REPO))
+    return APP_IMAGE
+
+
+def _build_systemd() -> str:
+    build(SYSTEMD_IMAGE, str(REPO), dockerfile=SYSTEMD_DOCKERFILE)
+    return SYSTEMD_IMAGE
+
+
+class Images:
+    """The three preparation steps, run in order on one background thread, each a Future."""
+
+    def __init__(self) -> None:
+        self.ready: Future[str | None] = Future()
+        self.app: Future[str] = Future()
+        self.systemd: Future[str] = Future()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the preparation (once); the fixtures wait on the futures."""
+        if self._thread is None:
+            # A daemon thread: an interrupted session exits without waiting for a build.
+            self._thread = threading.Thread(target=self._run, name="e2e-images", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        steps: list[tuple[Future[Any], Callable[[], Any]]] = [
+            (self.ready, _prepare),
+            (self.app, _build_app),
+            (self.systemd, _build_systemd),
+        ]
+        for future, step in steps:
+            if future is not self.ready and self.ready.result() is not None:
+                future.set_result(None)  # Docker is unavailable: the fixtures skip
+                continue
+            try:
+                future.set_result(step())
+            except BaseException as exc:  # handed to the fixture that waits on it
+                future.set_exception(exc)
+
+
+IMAGES = Images()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the container tests last, so that their images build while the others run."""
+    items.sort(key=lambda item: item.get_closest_marker("container") is not None)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start building the images when this session will run a container test."""
+    if session.config.option.collectonly:
+        return
+    if any(item.get_closest_marker("container") for item in session.items):
+        IMAGES.start()
+
 
 @pytest.fixture(scope="session")
 def docker_ready() -> None:
     """Docker answers and the base images exist; skip with the reason otherwise."""
-    reason = unavailable_reason()
+    IMAGES.start()
+    reason = IMAGES.ready.result(timeout=BUILD_TIMEOUT_S)
     if reason is not None:
         pytest.skip(reason)
-    remove_stale_containers()
-    ensure_traversable_root(BASE_IMAGE, ['CMD ["python3"]', "ENV LANG=C.UTF-8"])
 
 
 @pytest.fixture(scope="session")
 def app_image(docker_ready: None) -> str:
     """The project's own image, built from the repository's Dockerfile."""
-    build(APP_IMAGE, str(REPO))
-    return APP_IMAGE
+    return IMAGES.app.result(timeout=BUILD_TIMEOUT_S)
 
 
 @pytest.fixture(scope="session")
 def systemd_image(app_image: str) -> str:
     """systemd as PID 1 with gatewayd installed in ``/opt/gatewayd`` exactly as in the app image."""
-    # procps: /bin/kill for the unit's ExecReload=, as on any standard Debian install (the base
-    # image is debootstrap's minbase, which leaves it out).
-    dockerfile = (
-        f"FROM {SYSTEMD_BASE_IMAGE}\n"
-        "RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
-        "--no-install-recommends procps >/dev/null && rm -rf /var/lib/apt/lists/*\n"
-        f"COPY --from={app_image} /opt/gatewayd /opt/gatewayd\n"
-    )
-    build(SYSTEMD_IMAGE, str(REPO), dockerfile=dockerfile)
-    return SYSTEMD_IMAGE
+    return IMAGES.systemd.result(timeout=BUILD_TIMEOUT_S)
