@@ -42,7 +42,7 @@ from gatewayd.config import Config, ConfigError, load_config
 from gatewayd.hooks.events import create_hook_event
 from gatewayd.hooks.loader import LoadResult, build_hooks, hooks_listing
 from gatewayd.hooks.registry import HookRegistry, default_registry
-from gatewayd.hooks.watcher import HookWatcher, watch_spec
+from gatewayd.hooks.watcher import HookWatcher, Snapshot, diff_snapshots, snapshot, watch_spec
 from gatewayd.logging import LogFormat, configure_logging
 from gatewayd.sessions import SessionManager
 from gatewayd.systemd import Notifier, watchdog_interval, watchdog_loop
@@ -303,6 +303,16 @@ class Gateway:
         self.config = config
         self._set_base(config)
 
+    async def _start_watching(self, before: Snapshot) -> None:
+        """Start the watcher (after READY: watchfiles is not on the start path), then reload
+        once if the hook roots or config changed since the first load read them."""
+        assert self.watcher is not None and self._tg is not None
+        await self._tg.start(self.watcher.run)
+        after = await anyio.to_thread.run_sync(snapshot, self.watcher.spec.targets)
+        if changed := diff_snapshots(before, after):
+            log.info("watch.changed_during_start", paths=sorted(str(p) for p in changed)[:20])
+            await self.reload("watch")
+
     async def _on_files_changed(self, paths: frozenset[Path]) -> None:
         """The watcher saw hook files or the config change: reload (once running)."""
         assert self._running is not None
@@ -357,10 +367,12 @@ class Gateway:
         except ChannelError as exc:
             return self._fail_start(exc)
         self._running = anyio.Event()
+        before: Snapshot | None = None
         if self.config.settings.hooks.load.watch:
-            # Watch before the first load, so an edit made while it runs is not missed.
             self.watcher = HookWatcher(watch_spec(self.config), self._on_files_changed)
-            await tg.start(self.watcher.run)
+            # What the first load is built from, so that watching can start after READY and
+            # still not miss an edit made in between (see _start_watching).
+            before = await anyio.to_thread.run_sync(snapshot, self.watcher.spec.targets)
         # Everything imported so far lives as long as the process. Freezing it keeps it out of
         # every later collection, and each reload's gc.collect() (which frees the replaced hook
         # modules) then scans only what came after: ~2 ms instead of ~60 ms per reload.
@@ -383,6 +395,8 @@ class Gateway:
         self.state = "running"
         self._running.set()
         self.notifier.ready(self._status_line())
+        if before is not None:
+            tg.start_soon(self._start_watching, before)
         log.info("gateway.ready", hooks=self._load.registered, startup_ms=startup_ms)
         tg.start_soon(self._fire_startup, self.config.settings.gateway.startup_hook_delay_ms / 1000)
         return True

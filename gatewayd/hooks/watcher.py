@@ -41,10 +41,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import structlog
-import watchfiles
 from anyio.abc import ObjectReceiveStream, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
@@ -62,6 +62,8 @@ MAX_COALESCE_S = 1.0
 RECENT_S = 3.0
 """In polling mode, files modified this recently are content-hashed, not only stat-ed."""
 WATCH_STEP_MS = 5
+ADDED = 1
+"""``watchfiles.Change.added`` (an IntEnum), without importing watchfiles to compare with it."""
 
 IGNORED_DIRS = frozenset(
     {
@@ -277,6 +279,8 @@ class HookWatcher:
         *,
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
+        import watchfiles  # ~30 ms to import: kept off the daemon's path to READY
+
         changes_iter = watchfiles.awatch(
             *paths,
             watch_filter=None,
@@ -388,15 +392,16 @@ class HookWatcher:
                 log.error("watch.reload_failed", error=f"{type(exc).__name__}: {exc}")
 
 
-def _touches(roots: tuple[Path, ...], changes: set[tuple[watchfiles.Change, str]]) -> bool:
+Changes = set[tuple[Any, str]]
+"""A watchfiles change set: ``{(watchfiles.Change, path), ...}``."""
+
+
+def _touches(roots: tuple[Path, ...], changes: Changes) -> bool:
     return any(Path(raw) in roots for _, raw in changes)
 
 
-def _adds_directory(changes: set[tuple[watchfiles.Change, str]]) -> bool:
-    return any(
-        kind is watchfiles.Change.added and not is_noise(raw) and os.path.isdir(raw)
-        for kind, raw in changes
-    )
+def _adds_directory(changes: Changes) -> bool:
+    return any(kind == ADDED and not is_noise(raw) and os.path.isdir(raw) for kind, raw in changes)
 
 
 def _env_forces_polling() -> bool:
@@ -404,9 +409,10 @@ def _env_forces_polling() -> bool:
 
 
 FileState = tuple[int, int, str]
+Snapshot = dict[Path, FileState]
 
 
-def diff_snapshots(before: dict[Path, FileState], after: dict[Path, FileState]) -> frozenset[Path]:
+def diff_snapshots(before: Snapshot, after: Snapshot) -> frozenset[Path]:
     """Paths added, removed, or changed in mtime, size, or (where both have one) content hash."""
     changed = set(before.keys() ^ after.keys())
     for path in before.keys() & after.keys():
@@ -416,7 +422,7 @@ def diff_snapshots(before: dict[Path, FileState], after: dict[Path, FileState]) 
     return frozenset(changed)
 
 
-def snapshot(targets: Iterable[Path]) -> dict[Path, FileState]:
+def snapshot(targets: Iterable[Path]) -> Snapshot:
     """``path -> (mtime_ns, size, hash)`` for every file under the targets (noise skipped).
 
     The content hash is taken only for files modified in the last :data:`RECENT_S` seconds:
@@ -424,7 +430,7 @@ def snapshot(targets: Iterable[Path]) -> dict[Path, FileState]:
     without reading every file on every poll.
     """
     recent = time.time() - RECENT_S
-    result: dict[Path, FileState] = {}
+    result: Snapshot = {}
 
     def visit(path: Path, st: os.stat_result) -> None:
         digest = ""

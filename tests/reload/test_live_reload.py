@@ -432,3 +432,30 @@ def test_inotify_limit_exhausted_falls_back_to_polling(add_greet: Any, short_sta
     finally:
         daemon.close()
         notify.close()
+
+
+def test_edit_made_during_the_first_load_is_picked_up(
+    write_hook: WriteHook, short_state: Path, start_daemon: StartDaemon
+) -> None:
+    """Watching starts after READY; an edit made while the first load ran is still seen."""
+    rewrite = (
+        "import pathlib\n"
+        "_me = pathlib.Path(__file__)\n"
+        "if 'v1' in _me.read_text():  # the first load edits this very file\n"
+        "    _me.write_text(_me.read_text().replace(\"'v1'\", \"'v2'\"))\n"
+        "async def handler(event):\n"
+        "    event.messages.append('v1')\n"
+    )
+    write_hook(short_state / "hooks", "greet", events=["command:hello"], handler=rewrite)
+    daemon = start_daemon(env=WATCHING)
+    eventually_answers(daemon, ["v2"], "the edit made during the first load")
+    daemon.wait_log("watch.changed_during_start")
+
+
+def test_the_daemon_does_not_import_watchfiles_before_ready() -> None:
+    """watchfiles (~30 ms) is imported when watching starts, after READY, not with the daemon."""
+    code = "import sys, gatewayd.daemon; print('watchfiles' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.strip() == "False"
