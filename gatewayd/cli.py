@@ -86,19 +86,27 @@ def _command(sub: Any, name: str, target: str, help: str, **kwargs: Any) -> argp
     return parser
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser; see ``gatewayd --help``."""
-    parser = argparse.ArgumentParser(
-        prog="gatewayd", description="The Eliza event-hook gateway daemon and its client."
-    )
-    parser.add_argument("--version", action="version", version=f"gatewayd {__version__}")
-    _common(parser)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+COMMANDS = (
+    "run",
+    "send",
+    "trigger",
+    "status",
+    "reload",
+    "bootstrap",
+    "hooks",
+    "config",
+    "install-service",
+)
+"""Top-level commands, in ``--help`` order."""
 
+
+def _add_run(sub: Any) -> None:
     p = _command(sub, "run", "gatewayd.daemon:cli_run", "run the daemon in the foreground")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     p.add_argument("--log-format", choices=["auto", "json", "console"])
 
+
+def _add_send(sub: Any) -> None:
     p = _command(sub, "send", "gatewayd.client:cli_send", "send a message to a running daemon")
     p.add_argument("text", metavar="TEXT")
     p.add_argument("--session", required=True, metavar="KEY", help="session key")
@@ -106,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--channel", metavar="NAME", help="channel id (default: cli)")
     _client(p)
 
+
+def _add_trigger(sub: Any) -> None:
     p = _command(sub, "trigger", "gatewayd.client:cli_trigger", "post an event to the queue")
     p.add_argument("event", metavar="TYPE:ACTION")
     p.add_argument("--session", required=True, metavar="KEY", help="session key")
@@ -113,12 +123,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-wait", action="store_true", help="return once queued")
     _client(p)
 
+
+def _add_status(sub: Any) -> None:
     p = _command(sub, "status", "gatewayd.client:cli_status", "show a running daemon's status")
     _client(p)
 
+
+def _add_reload(sub: Any) -> None:
     p = _command(sub, "reload", "gatewayd.client:cli_reload", "reload config and hooks")
     _client(p)
 
+
+def _add_bootstrap(sub: Any) -> None:
     p = _command(
         sub,
         "bootstrap",
@@ -128,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session", required=True, metavar="KEY", help="session key")
     _client(p)
 
+
+def _add_hooks(sub: Any) -> None:
     hooks = sub.add_parser("hooks", help="inspect hooks", description="inspect hooks")
     hsub = hooks.add_subparsers(dest="hooks_command", metavar="COMMAND", required=True)
     p = _command(hsub, "list", "gatewayd.cli_hooks:cli_list", "list hooks and their status")
@@ -181,11 +199,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="also remove copies whose files changed since"
     )
 
+
+def _add_config(sub: Any) -> None:
     config = sub.add_parser("config", help="inspect the config", description="inspect the config")
     csub = config.add_subparsers(dest="config_command", metavar="COMMAND", required=True)
     _command(csub, "show", "gatewayd.cli_hooks:cli_config_show", "print the effective config")
     _command(csub, "check", "gatewayd.cli_hooks:cli_config_check", "validate the config")
 
+
+def _add_install_service(sub: Any) -> None:
     p = _command(sub, "install-service", "gatewayd.service:cli_install_service", "write a unit")
     p.description = "Write the systemd unit for this installation (its interpreter and paths)."
     p.add_argument("--user", action="store_true", help="a user unit (systemctl --user)")
@@ -199,7 +221,34 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="add the Type=notify-reload drop-in (auto: on systemd 253+)",
     )
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser; see ``gatewayd --help``.
+
+    With ``only`` (a top-level command), just that command's parser is built: building all of
+    them costs ~15 ms, a tenth of a client command such as ``gatewayd status``.
+    """
+    parser = argparse.ArgumentParser(
+        prog="gatewayd", description="The Eliza event-hook gateway daemon and its client."
+    )
+    parser.add_argument("--version", action="version", version=f"gatewayd {__version__}")
+    _common(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS if only is None else (only,):
+        globals()["_add_" + name.replace("-", "_")](sub)
     return parser
+
+
+def _command_word(argv: Sequence[str]) -> str | None:
+    """The top-level command named in ``argv``, if it is a known one."""
+    args = iter(argv)
+    for arg in args:
+        if arg == "--config":
+            next(args, None)
+        elif not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
 
 
 def _resolve(target: str) -> Callable[[argparse.Namespace], int]:
@@ -210,7 +259,8 @@ def _resolve(target: str) -> Callable[[argparse.Namespace], int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``gatewayd`` console script; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(only=_command_word(argv)).parse_args(argv)
     if not hasattr(args, "config"):
         args.config = None
     if args.target.startswith("gatewayd.daemon:"):

@@ -47,6 +47,8 @@ def _config_socket(explicit: str | None) -> str | None:
             text = f.read()
     except OSError as exc:
         raise CliError(f"cannot read the config file {path}: {exc.strerror or exc}") from None
+    if "socket" not in text:
+        return None  # cannot set gateway.control.socket: spare the PyYAML import (~20 ms)
     from gatewayd.yamlio import YamlError, load_yaml  # only now: PyYAML is the slow import here
 
     try:
