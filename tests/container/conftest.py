@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from e2e_docker import (
+    APP_BUILD_STAGE,
     APP_IMAGE,
     BASE_IMAGE,
     REPO,
@@ -56,12 +57,12 @@ def _prepare() -> str | None:
 
 
 def _build_app() -> str:
-    build(APP_IMAGE, str(REPO))
+    build(APP_IMAGE, str(REPO), stage_tag=APP_BUILD_STAGE)
     return APP_IMAGE
 
 
 def _build_systemd() -> str:
-    build(SYSTEMD_IMAGE, str(REPO), dockerfile=SYSTEMD_DOCKERFILE)
+    build(SYSTEMD_IMAGE, dockerfile=SYSTEMD_DOCKERFILE)
     return SYSTEMD_IMAGE
 
 

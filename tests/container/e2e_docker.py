@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tarfile
 import time
@@ -27,6 +28,7 @@ CONTAINER_ENV = REPO.parent / "shared" / "tools" / "container-env.sh"
 BASE_IMAGE = "python:3.11-slim-bookworm"
 SYSTEMD_BASE_IMAGE = "gatewayd-test/systemd:bookworm"
 APP_IMAGE = "gatewayd-e2e/app:latest"
+APP_BUILD_STAGE = "gatewayd-e2e/app-build:latest"  # the Dockerfile's first stage
 SYSTEMD_IMAGE = "gatewayd-e2e/systemd:latest"
 SESSION_LABEL = "org.gatewayd.e2e.pid"
 ROOT_LABEL = "org.gatewayd.e2e.root-mode"
@@ -188,12 +190,53 @@ def ensure_traversable_root(image: str, changes: Sequence[str]) -> None:
         docker("build", "--network=host", "-t", image, "-", input=dockerfile, timeout=300)
 
 
-def build(tag: str, context: str, dockerfile: str | None = None, timeout: float = 900) -> None:
-    """``docker build --network=host -t TAG`` of ``context`` (or of ``dockerfile`` text alone)."""
+def image_id(tag: str) -> str | None:
+    """The id ``tag`` points at, or None when there is no such image."""
+    done = docker("image", "inspect", "--format", "{{.Id}}", tag, check=False)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def stage_images(log: str) -> list[str]:
+    """The image each stage of a legacy-builder log ended on, in order (none for BuildKit).
+
+    A stage ends on the last `` ---> ID`` line before the next ``FROM`` step, or the log's end.
+    """
+    ends: list[str] = []
+    last: str | None = None
+    for line in log.splitlines():
+        if re.match(r"Step \d+/\d+ : FROM ", line, re.IGNORECASE) and last is not None:
+            ends.append(last)
+        elif match := re.fullmatch(r" ---> ([0-9a-f]{12,64})", line):
+            last = match.group(1)
+    return [*ends, last] if last is not None else ends
+
+
+def build(
+    tag: str,
+    context: str | None = None,
+    dockerfile: str | None = None,
+    stage_tag: str | None = None,
+    timeout: float = 900,
+) -> None:
+    """``docker build --network=host -t TAG`` of ``context``, or of ``dockerfile`` text alone.
+
+    With the vfs storage driver every layer is a full copy of the root filesystem, so what a
+    build replaces is removed: the image ``tag`` pointed at before, and with ``stage_tag`` the
+    first stage's image (tagged ``stage_tag`` to keep it as the cache, and to find it next time).
+    """
+    before = {t: image_id(t) for t in (tag, stage_tag) if t is not None}
+    args = ["build", "--network=host", "-t", tag]
     if dockerfile is not None:
-        docker("build", "--network=host", "-t", tag, "-", input=dockerfile, timeout=timeout)
+        log = docker(*args, "-", input=dockerfile, timeout=timeout).stdout
     else:
-        docker("build", "--network=host", "-t", tag, context, timeout=timeout)
+        assert context is not None, "build() needs a context or a dockerfile"
+        log = docker(*args, context, timeout=timeout).stdout
+    stages = stage_images(log)
+    if stage_tag is not None and len(stages) > 1:
+        docker("tag", stages[0], stage_tag)
+    for name, old in before.items():
+        if old is not None and image_id(name) != old:
+            docker("rmi", old, check=False)  # still used by a container: it stays, harmlessly
 
 
 def remove_stale_containers() -> None:
