@@ -42,6 +42,27 @@ class HookContext:
     state_dir: Path
     workspace_dir: Path
 
+    def int_setting(self, key: str, default: int, *, minimum: int = 0) -> int:
+        """The hook's own integer setting ``key`` (``hooks.entries.<hookKey>.<key>``).
+
+        ``default`` when it is absent, and also when it is not an integer of at least
+        ``minimum``; that is logged as ``<hook_name>.bad_setting`` (dashes as underscores)
+        with the key path and the fix, so a typo in the config never stops the hook.
+        """
+        value = self.config.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            self.log.warning(
+                f"{self.hook_name.replace('-', '_')}.bad_setting",
+                key=f"hooks.entries.{self.hook_key}.{key}",
+                value=value,
+                using=default,
+                fix=f"set it to an integer of at least {minimum}",
+            )
+            return default
+        return value
+
 
 @dataclass(slots=True, eq=False)
 class Handler:

@@ -41,23 +41,6 @@ def format_line(event: Any) -> bytes:
     return (json.dumps(record, ensure_ascii=False) + "\n").encode()
 
 
-def setting(ctx: Any, key: str, default: int) -> int:
-    """The non-negative integer setting ``key`` of the hook's entry, else ``default`` (logged)."""
-    value = ctx.config.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        ctx.log.warning(
-            "command_logger.bad_setting",
-            key=f"hooks.entries.{ctx.hook_key}.{key}",
-            value=value,
-            using=default,
-            fix="set it to a non-negative integer",
-        )
-        return default
-    return value
-
-
 @contextlib.contextmanager
 def locked(lock_path: Path) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``lock_path`` (created if needed)."""
@@ -107,8 +90,8 @@ def handler(event: Any, ctx: Any) -> None:
         append_line(
             path,
             format_line(event),
-            max_bytes=setting(ctx, "maxBytes", DEFAULT_MAX_BYTES),
-            backups=setting(ctx, "backups", DEFAULT_BACKUPS),
+            max_bytes=ctx.int_setting("maxBytes", DEFAULT_MAX_BYTES),
+            backups=ctx.int_setting("backups", DEFAULT_BACKUPS),
         )
     except Exception as exc:
         ctx.log.error(

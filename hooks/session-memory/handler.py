@@ -138,23 +138,6 @@ def write_new_file(directory: Path, stem: str, content: str) -> Path:
             os.unlink(tmp)
 
 
-def keep_setting(ctx: Any) -> int:
-    """The entry's ``messages`` (a positive integer), else 15 with a logged warning."""
-    value = ctx.config.get("messages")
-    if value is None:
-        return DEFAULT_MESSAGES
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        ctx.log.warning(
-            "session_memory.bad_setting",
-            key=f"hooks.entries.{ctx.hook_key}.messages",
-            value=value,
-            using=DEFAULT_MESSAGES,
-            fix="set it to a positive integer",
-        )
-        return DEFAULT_MESSAGES
-    return value
-
-
 def save(event: Any, ctx: Any) -> None:
     """Write the memory file for the session ``event`` ends, or log why there is none."""
     context: Mapping[str, Any] = event.context or {}
@@ -172,7 +155,7 @@ def save(event: Any, ctx: Any) -> None:
 
     try:
         with open(transcript, encoding="utf-8", errors="replace") as f:
-            conv = read_conversation(f, keep_setting(ctx))
+            conv = read_conversation(f, ctx.int_setting("messages", DEFAULT_MESSAGES, minimum=1))
     except FileNotFoundError:
         ctx.log.info("session_memory.skipped", reason="no transcript", transcript=str(transcript))
         return
