@@ -2,9 +2,10 @@
 
 * ``short_state``: a fresh state dir under ``/tmp`` with a short name (a Unix socket path has
   at most 107 bytes, more than pytest's ``tmp_path`` leaves room for).
-* ``start_daemon(config=None, env=None, wait_ready=True)``: start ``python -m gatewayd run``
-  on ``short_state`` with a test ``NOTIFY_SOCKET``; returns a :class:`Daemon` once ``READY=1``
-  arrived. Every daemon still running at teardown is killed.
+* ``start_daemon(config=None, env=None, wait_ready=True, prefix=())``: start
+  ``[*prefix, python, -m, gatewayd, run]`` on ``short_state`` with a test ``NOTIFY_SOCKET``;
+  returns a :class:`Daemon` once ``READY=1`` arrived. Every daemon still running at teardown
+  is killed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ def start_daemon(short_state: Path) -> Iterator[StartDaemon]:
         env: Mapping[str, str] | None = None,
         wait_ready: bool = True,
         notify_address: str | None = None,
+        prefix: Sequence[str] = (),
     ) -> Daemon:
         if config is not None:
             write_config(short_state, config)
@@ -64,7 +66,8 @@ def start_daemon(short_state: Path) -> Iterator[StartDaemon]:
             **(env or {}),
         }
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gatewayd", "run", "--log-format", "json"],
+            # ``prefix`` runs the daemon under another command (``unshare ... sh -c '...'``).
+            [*prefix, sys.executable, "-m", "gatewayd", "run", "--log-format", "json"],
             env=full_env,
             cwd=short_state,
             stdin=subprocess.DEVNULL,

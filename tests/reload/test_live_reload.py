@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from daemon_support import Daemon, NotifySocket, StartDaemon, wait_until, write_config
+from daemon_support import Daemon, StartDaemon, wait_until, write_config
 
 WriteHook = Any
 
@@ -371,67 +371,34 @@ def test_sighup_and_reload_op_are_recorded(
     assert status(daemon)["last_reload"]["trigger"] == "op"
 
 
-def test_inotify_limit_exhausted_falls_back_to_polling(add_greet: Any, short_state: Path) -> None:
-    """The daemon runs in a user namespace allowed 4 inotify watches; a hook root with more
-    directories than that makes it warn and poll, and edits still reach the next event."""
-    probe = (
-        subprocess.run(
-            [
-                "unshare",
-                "--user",
-                "--map-root-user",
-                "sh",
-                "-c",
-                "echo 4 > /proc/sys/user/max_inotify_watches",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if shutil.which("unshare")
-        else None
-    )
-    if probe is None or probe.returncode != 0:
-        pytest.skip(f"cannot lower the inotify limit in a user namespace: {probe and probe.stderr}")
+LIMITED_INOTIFY = [
+    "unshare", "--user", "--map-root-user", "sh", "-c",
+    'echo 4 > /proc/sys/user/max_inotify_watches && exec "$0" "$@"',
+]  # fmt: skip
+"""Runs a command in a user namespace that allows 4 inotify watches."""
+
+
+def test_inotify_limit_exhausted_falls_back_to_polling(
+    add_greet: Any, short_state: Path, start_daemon: StartDaemon
+) -> None:
+    """A hook root with more directories than the namespace's 4 inotify watches makes the
+    daemon warn and poll, and edits still reach the next event."""
+    if not shutil.which("unshare"):
+        pytest.skip("unshare(1) is not installed")
+    probe = subprocess.run([*LIMITED_INOTIFY, "true"], capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot lower the inotify limit in a user namespace: {probe.stderr}")
     managed = short_state / "hooks"
     hook = add_greet(managed)
     for i in range(8):
         (managed / f"dir{i}").mkdir()
-    notify = NotifySocket(str(short_state / "notify"))
-    env = {
-        **os.environ,
-        "ELIZA_STATE_DIR": str(short_state),
-        "NOTIFY_SOCKET": notify.address,
-        "PYTHONUNBUFFERED": "1",
-        "GATEWAYD_HOOKS__LOAD__POLLINTERVALMS": "50",
-    }
-    proc = subprocess.Popen(
-        [
-            "unshare",
-            "--user",
-            "--map-root-user",
-            "sh",
-            "-c",
-            "echo 4 > /proc/sys/user/max_inotify_watches && "
-            'exec "$0" -m gatewayd run --log-format json',
-            sys.executable,
-        ],
-        env=env,
-        cwd=short_state,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+    daemon = start_daemon(
+        env={**WATCHING, "GATEWAYD_HOOKS__LOAD__POLLINTERVALMS": "50"}, prefix=LIMITED_INOTIFY
     )
-    daemon = Daemon(proc, short_state, notify)
-    try:
-        notify.wait_for("READY")
-        daemon.wait_log("watch.limit_reached", timeout=20)
-        wait_until(lambda: status(daemon)["watch"]["mode"] == "poll", timeout=20)
-        (hook / "handler.py").write_text(greet_source("v2"))
-        eventually_answers(daemon, ["v2"], "an edit seen by polling")
-    finally:
-        daemon.close()
-        notify.close()
+    daemon.wait_log("watch.limit_reached", timeout=20)
+    wait_until(lambda: status(daemon)["watch"]["mode"] == "poll", timeout=20)
+    (hook / "handler.py").write_text(greet_source("v2"))
+    eventually_answers(daemon, ["v2"], "an edit seen by polling")
 
 
 def test_edit_made_during_the_first_load_is_picked_up(
