@@ -33,7 +33,8 @@ import anyio
 import structlog
 
 from gatewayd.hooks.events import HookEvent, create_hook_event
-from gatewayd.sessions import SessionEntry, SessionManager, iso_now, read_bootstrap_files
+from gatewayd.sessions import SessionEntry, SessionManager, read_bootstrap_files
+from gatewayd.timestamps import iso_now
 from gatewayd.triggers import QueueClosed, Ticket, TriggerQueue
 
 log = structlog.get_logger("gatewayd.commands")

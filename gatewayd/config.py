@@ -19,10 +19,16 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic.alias_generators import to_camel
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from gatewayd.paths import Paths, state_dir
+from gatewayd.paths import (
+    Paths,
+    config_file_choice,
+    default_config_path,
+    default_control_socket,
+    default_workspace,
+    state_dir,
+)
 from gatewayd.yamlio import YamlError, load_yaml
 
-CONFIG_ENV = "GATEWAYD_CONFIG"
 ENV_PREFIX = "GATEWAYD_"
 
 
@@ -184,12 +190,13 @@ class Config:
     def __init__(self, settings: Settings, source: Path | None, state: Path) -> None:
         self.settings = settings
         self.source = source
-        workspace = settings.workspace.dir or state / "workspace"
-        socket = settings.gateway.control.socket or state / "run" / "gatewayd.sock"
+        workspace = settings.workspace.dir or default_workspace(state)
+        socket = settings.gateway.control.socket or default_control_socket(state)
         self.paths = Paths(
             state=state,
             workspace=Path(os.path.expanduser(workspace)),
             control_socket=Path(os.path.expanduser(socket)),
+            config_file=source or Path(default_config_path(state)),
         )
 
     @property
@@ -215,16 +222,6 @@ class Config:
                 return None
             node = node[part]
         return node
-
-
-def config_path(explicit: str | os.PathLike[str] | None = None) -> tuple[Path | None, bool]:
-    """Which file to read, and whether it was asked for by name (so must exist)."""
-    if explicit:
-        return Path(explicit).expanduser(), True
-    if env := os.environ.get(CONFIG_ENV):
-        return Path(env).expanduser(), True
-    default = state_dir() / "gatewayd.yaml"
-    return (default, False) if default.exists() else (None, False)
 
 
 def fold_internal(raw: dict[str, Any]) -> dict[str, Any]:
@@ -275,9 +272,10 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
 def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
     """Load and validate the config; raise :class:`ConfigError` listing every problem."""
-    path, required = config_path(explicit)
+    chosen, required = config_file_choice(explicit)
+    path = Path(chosen) if required or os.path.exists(chosen) else None
     raw: dict[str, Any] = {}
-    if path is not None and (required or path.exists()):
+    if path is not None:
         raw = read_config_file(path)
     source = str(path) if path else "built-in defaults"
     try:

@@ -19,14 +19,12 @@ by a second signal, 78 invalid config.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import os
 import signal
 import sys
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +34,9 @@ import structlog
 from gatewayd import __version__
 from gatewayd.channels import Channel, ChannelError
 from gatewayd.channels.control import ControlChannel
-from gatewayd.cli import print_config_error
 from gatewayd.commands import CommandRouter, Inbound, parse_command
 from gatewayd.config import Config, ConfigError, load_config
+from gatewayd.exits import EXIT_FAILED, EXIT_OK
 from gatewayd.hooks.events import create_hook_event
 from gatewayd.hooks.loader import LoadResult, build_hooks, hooks_listing
 from gatewayd.hooks.registry import HookRegistry, default_registry
@@ -46,13 +44,11 @@ from gatewayd.hooks.watcher import HookWatcher, Snapshot, diff_snapshots, snapsh
 from gatewayd.logging import LogFormat, configure_logging
 from gatewayd.sessions import SessionManager
 from gatewayd.systemd import Notifier, watchdog_interval, watchdog_loop
+from gatewayd.timestamps import iso_utc
 from gatewayd.triggers import Dispatcher, QueueClosed, TriggerQueue
 
 log = structlog.get_logger("gatewayd")
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_CONFIG = 78  # EX_CONFIG, as gatewayd.cli.EXIT_CONFIG
 THREAD_JOIN_S = 1.0
 EARLY_TIMER_SLACK_S = 0.002
 """How long exit waits for worker threads before leaving abandoned (timed-out) ones behind."""
@@ -69,10 +65,6 @@ def _restart_only(config: Config) -> dict[str, Any]:
 def configure_logs(config: Config, level: str | None, fmt: LogFormat | None) -> None:
     """Logging from the config, with ``--log-level`` / ``--log-format`` winning."""
     configure_logging(level or config.settings.logging.level, fmt or config.settings.logging.format)
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class Gateway:
@@ -275,7 +267,7 @@ class Gateway:
                 self._load = result
                 outcome, summary = "ok", result.summary()
             record: dict[str, Any] = {
-                "time": _iso(began),
+                "time": iso_utc(began),
                 "duration_ms": round((time.perf_counter() - t0) * 1000, 1),
                 "trigger": trigger,
                 "result": outcome,
@@ -539,19 +531,12 @@ def run_gateway(gateway: Gateway) -> int:
     return code
 
 
-def cli_run(args: argparse.Namespace) -> int:
-    """``gatewayd run``: validate the config (exit 78 listing every error), then serve."""
-    level: str | None = getattr(args, "log_level", None)
-    fmt: LogFormat | None = getattr(args, "log_format", None)
-    configure_logging(level or "info", fmt or "auto")
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        print_config_error(exc)
-        return EXIT_CONFIG
-    configure_logs(config, level, fmt)
+def run_daemon(
+    config: Config, config_arg: str | None, log_overrides: tuple[str | None, LogFormat | None]
+) -> int:
+    """Serve ``config`` (read from ``config_arg``) until shutdown; returns the exit code."""
     loop_name, _ = _loop()
     gateway = Gateway(
-        config, config_arg=args.config, log_overrides=(level, fmt), loop_name=loop_name
+        config, config_arg=config_arg, log_overrides=log_overrides, loop_name=loop_name
     )
     return run_gateway(gateway)

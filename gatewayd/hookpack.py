@@ -32,6 +32,7 @@ from gatewayd.archives import ArchiveError, extract, is_archive
 from gatewayd.authoring import name_problem
 from gatewayd.hooks.discovery import find_handler
 from gatewayd.hooks.metadata import HookManifest, ManifestError, read_manifest
+from gatewayd.paths import is_inside
 from gatewayd.yamlio import YamlError, load_yaml
 
 SKIPPED_DIRS: Final = frozenset({"__pycache__", ".git", ".hg", ".svn", "__MACOSX"})
@@ -172,7 +173,7 @@ def _relative_entry(root: Path, entry: Any, where: str) -> tuple[Path | None, st
         return None, f"{where}: {entry!r} must be a relative path inside the pack, without '..'"
     path = root.joinpath(*posix.parts)
     real, root_real = os.path.realpath(path), os.path.realpath(root)
-    if real != root_real and not real.startswith(root_real + os.sep):
+    if not is_inside(real, root_real):
         return None, f"{where}: {entry!r} resolves outside the pack (a symlink?)"
     if not path.is_dir():
         return None, f"{where}: {entry!r} is not a directory in the pack"

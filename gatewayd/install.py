@@ -34,7 +34,6 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -49,6 +48,8 @@ from gatewayd.hookpack import (
     tree_hash,
 )
 from gatewayd.hooks.discovery import SOURCES, discover
+from gatewayd.paths import is_inside
+from gatewayd.timestamps import iso_now
 
 RECORDS_NAME: Final = ".installs.json"
 LOCK_NAME: Final = ".installs.lock"
@@ -122,15 +123,6 @@ def _locked(managed: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def config_file(config: Config) -> Path:
-    """The file ``--link`` edits: the one the config came from, else the default location."""
-    return config.source or config.paths.state / "gatewayd.yaml"
-
-
 # -- planning ------------------------------------------------------------------------------------
 
 
@@ -147,10 +139,6 @@ class InstallPlan:
     """Hook name -> what ``force`` replaces (a description)."""
     notes: list[str] = field(default_factory=list)
     """Warnings that do not stop the install (shadowing, HOOK.md warnings, no events)."""
-
-
-def _inside(path: str, parent: str) -> bool:
-    return path == parent or path.startswith(parent.rstrip(os.sep) + os.sep)
 
 
 def _describe(record: Mapping[str, Any]) -> str:
@@ -222,7 +210,7 @@ def _plan_link(config: Config, plan: InstallPlan, records: InstallRecords) -> li
     own = {os.path.realpath(h.directory) for h in plan.source.hooks}
     for hook in plan.source.hooks:
         real = os.path.realpath(hook.directory)
-        if not _inside(real, state_real):
+        if not is_inside(real, state_real):
             problems.append(
                 f"{hook.label}: resolves to {real}, outside the state dir {state_real}; --link "
                 "only works under the state dir (move it there, or install without --link to "
@@ -231,7 +219,7 @@ def _plan_link(config: Config, plan: InstallPlan, records: InstallRecords) -> li
             continue
         root = str(Path(os.path.abspath(hook.directory)).parent)
         root_real = os.path.realpath(root)
-        if root_real == state_real or not _inside(root_real, state_real):
+        if root_real == state_real or not is_inside(root_real, state_real):
             problems.append(
                 f"{hook.label}: its parent {root} would be the hooks.load.extraDirs entry, and "
                 f"that must be a directory inside the state dir {state_real}; move the hook "
@@ -346,7 +334,7 @@ def _record(plan: InstallPlan, hook: CheckedHook, path: Path, digest: str) -> di
         "source": str(plan.source.source),
         "member": hook.member,
         "path": str(path),
-        "installedAt": _now(),
+        "installedAt": iso_now(),
         "sha256": digest,
     }
 
@@ -395,7 +383,7 @@ def _apply_copy(config: Config, plan: InstallPlan, records: InstallRecords) -> l
 
 
 def _apply_link(config: Config, plan: InstallPlan, records: InstallRecords) -> list[Installed]:
-    path = config_file(config)
+    path = config.paths.config_file
     names = {h.name for h in plan.source.hooks}
     added = [d for d in plan.extra_dirs if add_extra_dir(path, d)]
     unlisted: list[str] = []
@@ -527,7 +515,7 @@ def uninstall(config: Config, names: list[str], *, force: bool = False) -> list[
         if problems:
             raise InstallError(problems)
         removed: list[Uninstalled] = []
-        cfg_path = config_file(config)
+        cfg_path = config.paths.config_file
         unlisted: set[str] = set()
         for name in dict.fromkeys(names):
             record = records.hooks[name]

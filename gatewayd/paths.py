@@ -1,52 +1,122 @@
-"""Where gatewayd keeps things: the state dir and the files under it (DESIGN.md section 2).
+"""Where gatewayd keeps things: the state dir, the files under it, and the "is inside" check.
 
-Every path is derived from the state dir (env ``ELIZA_STATE_DIR``, default ``~/.eliza``) and the
-config; nothing else in the package invents a location of its own.
+Every location is derived here, from the state dir (env ``ELIZA_STATE_DIR``, default
+``~/.eliza``), the config file choice (``--config``, ``$GATEWAYD_CONFIG``,
+``<state>/gatewayd.yaml``) and the config's own settings; nothing else in the package invents a
+location of its own. Light on purpose (``os`` and ``pathlib`` only): the client commands use it
+to find the control socket without importing the config stack.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+if TYPE_CHECKING:
+    from pathlib import Path
+
+STATE_ENV = "ELIZA_STATE_DIR"
+CONFIG_ENV = "GATEWAYD_CONFIG"
+SOCKET_ENV = "GATEWAYD_GATEWAY__CONTROL__SOCKET"
+"""The env override of ``gateway.control.socket`` (the client reads it without the config)."""
+CONFIG_NAME = "gatewayd.yaml"
+
+# The rules below work on strings (os.path): the client commands use them to find the control
+# socket, and importing pathlib would add ~5 ms to every ``gatewayd status``.
+
+
+def state_dir_str() -> str:
+    """The state dir: ``$ELIZA_STATE_DIR`` or ``~/.eliza``, with ``~`` expanded, not resolved."""
+    raw = os.environ.get(STATE_ENV)
+    return os.path.expanduser(raw) if raw else os.path.join(os.path.expanduser("~"), ".eliza")
+
+
+def default_config_path(state: str | os.PathLike[str] | None = None) -> str:
+    """``<state>/gatewayd.yaml``: the config file read when none is named."""
+    return os.path.join(state_dir_str() if state is None else state, CONFIG_NAME)
+
+
+def config_file_choice(explicit: str | os.PathLike[str] | None = None) -> tuple[str, bool]:
+    """Which config file to read, and whether it was named (``--config``, ``$GATEWAYD_CONFIG``)
+    and so must exist; an unnamed default that does not exist means built-in defaults."""
+    if explicit:
+        return os.path.expanduser(explicit), True
+    if env := os.environ.get(CONFIG_ENV):
+        return os.path.expanduser(env), True
+    return default_config_path(), False
+
+
+def default_control_socket(state: str | os.PathLike[str] | None = None) -> str:
+    """``<state>/run/gatewayd.sock``: the socket unless ``gateway.control.socket`` is set."""
+    return os.path.join(state_dir_str() if state is None else state, "run", "gatewayd.sock")
+
+
+def default_workspace(state: str | os.PathLike[str]) -> str:
+    """``<state>/workspace``: the agent workspace unless ``workspace.dir`` is set."""
+    return os.path.join(state, "workspace")
+
+
+def is_inside(
+    path: str | os.PathLike[str], parent: str | os.PathLike[str], *, strict: bool = False
+) -> bool:
+    """True when ``path`` is ``parent`` or below it (only below it with ``strict``).
+
+    A plain comparison of normalized paths: resolve symlinks first (``os.path.realpath``) when
+    the question is where a file really is.
+    """
+    p, root = os.fspath(path), os.fspath(parent).rstrip(os.sep)
+    return p.startswith(root + os.sep) or (not strict and p == (root or os.sep))
+
+
+# The Path-valued side, for everything but the client.
 
 
 def state_dir() -> Path:
-    """The state dir: ``$ELIZA_STATE_DIR`` or ``~/.eliza``, with ``~`` expanded, not resolved."""
-    raw = os.environ.get("ELIZA_STATE_DIR")
-    return Path(raw).expanduser() if raw else Path.home() / ".eliza"
+    """:func:`state_dir_str` as a ``Path``."""
+    from pathlib import Path
+
+    return Path(state_dir_str())
+
+
+@functools.cache
+def package_dir() -> Path:
+    """The installed ``gatewayd`` package directory (resolved)."""
+    from pathlib import Path
+
+    return Path(__file__).resolve().parent
 
 
 def bundled_hooks_dir() -> Path:
     """The bundled hooks: inside the installed wheel, or ``<checkout>/hooks`` in a source tree."""
-    installed = PACKAGE_DIR / "_bundled" / "hooks"
+    installed = package_dir() / "_bundled" / "hooks"
     if installed.is_dir():
         return installed
-    return PACKAGE_DIR.parent / "hooks"
+    return package_dir().parent / "hooks"
 
 
 def bundled_hooks_is_checkout() -> bool:
     """True when the bundled hooks are a source checkout's ``hooks/`` (worth watching for edits)."""
-    return not (PACKAGE_DIR / "_bundled" / "hooks").is_dir()
+    return not (package_dir() / "_bundled" / "hooks").is_dir()
 
 
 def default_config_file() -> Path:
     """The commented default config shipped with the package (``config/gatewayd.yaml``)."""
-    installed = PACKAGE_DIR / "_bundled" / "gatewayd.yaml"
+    installed = package_dir() / "_bundled" / CONFIG_NAME
     if installed.is_file():
         return installed
-    return PACKAGE_DIR.parent / "config" / "gatewayd.yaml"
+    return package_dir().parent / "config" / CONFIG_NAME
 
 
-@dataclass(frozen=True, slots=True)
-class Paths:
-    """The resolved locations for one state dir and config."""
+class Paths(NamedTuple):
+    """The resolved locations for one state dir and config (built by ``gatewayd.config``)."""
 
     state: Path
     workspace: Path
     control_socket: Path
+    config_file: Path
+    """The file the config came from, else where one would be (``<state>/gatewayd.yaml``): the
+    file that commands editing the config write and that the watcher reloads on."""
 
     @property
     def managed_hooks(self) -> Path:

@@ -1,4 +1,4 @@
-"""``gatewayd install-service``: write the systemd unit for this installation.
+"""The systemd unit for this installation, rendered and written (``gatewayd install-service``).
 
 The units themselves are the files in the repository's ``systemd/`` (shipped in the wheel as
 ``gatewayd/_bundled/systemd``); this module only fills in what differs per machine: the
@@ -9,7 +9,6 @@ systemd 253 and later. Everything else stays exactly as reviewed in ``systemd/``
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shlex
@@ -19,8 +18,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from gatewayd.cli import CliError
-from gatewayd.paths import PACKAGE_DIR, state_dir
+from gatewayd.exits import UserError
+from gatewayd.paths import package_dir, state_dir
 
 UNIT_NAME = "gatewayd.service"
 DROPIN_NAME = "notify-reload.conf"
@@ -32,8 +31,8 @@ HOME_ROOTS = (Path("/home"), Path("/root"), Path("/run/user"))
 
 def units_dir() -> Path:
     """The unit templates: inside the installed wheel, or ``<checkout>/systemd``."""
-    installed = PACKAGE_DIR / "_bundled" / "systemd"
-    return installed if installed.is_dir() else PACKAGE_DIR.parent / "systemd"
+    installed = package_dir() / "_bundled" / "systemd"
+    return installed if installed.is_dir() else package_dir().parent / "systemd"
 
 
 def exec_start_command() -> list[str]:
@@ -83,7 +82,7 @@ def _set_line(text: str, key: str, value: str, prefix: str = "") -> str:
     pattern = re.compile(rf"^{re.escape(key)}={re.escape(prefix)}.*$", re.MULTILINE)
     if not pattern.search(text):
         where = units_dir()
-        raise CliError(f"the unit template in {where} has no {key}={prefix} line to fill in")
+        raise UserError(f"the unit template in {where} has no {key}={prefix} line to fill in")
     return pattern.sub(lambda _: f"{key}={value}", text, count=1)
 
 
@@ -93,7 +92,7 @@ def render(user: bool, notify_reload: bool) -> Rendered:
     try:
         text = template.read_text(encoding="utf-8")
     except OSError as exc:
-        raise CliError(f"cannot read the unit template {template}: {exc.strerror}") from None
+        raise UserError(f"cannot read the unit template {template}: {exc.strerror}") from None
     command = exec_start_command()
     text = _set_line(text, "ExecStart", " ".join(systemd_quote(word) for word in command))
     notes: list[str] = []
@@ -102,7 +101,7 @@ def render(user: bool, notify_reload: bool) -> Rendered:
             assignment = systemd_quote(f"ELIZA_STATE_DIR={state_dir()}")
             text = _set_line(text, "Environment", assignment, prefix="ELIZA_STATE_DIR=")
     else:
-        install = [Path(sys.executable).parent, PACKAGE_DIR]
+        install = [Path(sys.executable).parent, package_dir()]
         homed = [path for path in install if under_home(path)]
         if homed:
             text = _set_line(text, "ProtectHome", "read-only")
@@ -117,18 +116,20 @@ def render(user: bool, notify_reload: bool) -> Rendered:
     return Rendered(text, dropin, notes)
 
 
-def _write(path: Path, text: str, force: bool) -> bool:
-    """Write ``path`` atomically; False when it already holds ``text``. Raises :class:`CliError`."""
+def write_unit_file(path: Path, text: str, force: bool) -> bool:
+    """Write ``path`` atomically; False when it already holds ``text``.
+
+    Raises :class:`UserError` saying why it cannot."""
     try:
         current = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         current = None
     except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror}") from None
+        raise UserError(f"cannot read {path}: {exc.strerror}") from None
     if current == text:
         return False
     if current is not None and not force:
-        raise CliError(
+        raise UserError(
             f"{path} exists and differs from the unit this installation needs; keep local "
             f"changes in a drop-in ({path}.d/*.conf) and rerun with --force to replace it"
         )
@@ -143,24 +144,24 @@ def _write(path: Path, text: str, force: bool) -> bool:
         tmp = None
     except PermissionError:
         hint = "run it as root (sudo gatewayd install-service), or use --user"
-        raise CliError(f"cannot write {path}: permission denied; {hint}") from None
+        raise UserError(f"cannot write {path}: permission denied; {hint}") from None
     except OSError as exc:
-        raise CliError(f"cannot write {path}: {exc.strerror}") from None
+        raise UserError(f"cannot write {path}: {exc.strerror}") from None
     finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
     return True
 
 
-def _systemctl(user: bool, *args: str) -> None:
+def systemctl(user: bool, *args: str) -> None:
     command = ["systemctl", *(["--user"] if user else []), *args]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
-        raise CliError(f"{shlex.join(command)} failed: {exc}") from None
+        raise UserError(f"{shlex.join(command)} failed: {exc}") from None
     if done.returncode != 0:
         detail = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
-        raise CliError(f"{shlex.join(command)} failed: {detail[0]}")
+        raise UserError(f"{shlex.join(command)} failed: {detail[0]}")
 
 
 def default_unit_dir(user: bool) -> Path:
@@ -169,45 +170,3 @@ def default_unit_dir(user: bool) -> Path:
         return SYSTEM_UNIT_DIR
     config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(config_home) / "systemd" / "user"
-
-
-def cli_install_service(args: argparse.Namespace) -> int:
-    """``gatewayd install-service [--user] [--stdout] [--unit-dir DIR] [--force] [--now]``."""
-    user: bool = args.user
-    if args.notify_reload == "auto":
-        version = systemd_version()
-        notify_reload = version is not None and version >= NOTIFY_RELOAD_SINCE
-    else:
-        notify_reload = args.notify_reload == "yes"
-    rendered = render(user, notify_reload)
-    for note in rendered.notes:
-        print(f"note: {note}", file=sys.stderr)
-    if args.stdout:
-        sys.stdout.write(rendered.unit)
-        if rendered.dropin is not None:
-            sys.stdout.write(f"\n# --- {UNIT_NAME}.d/{DROPIN_NAME} ---\n{rendered.dropin}")
-        return 0
-
-    unit_dir = Path(args.unit_dir) if args.unit_dir else default_unit_dir(user)
-    unit_path = unit_dir / UNIT_NAME
-    dropin_path = unit_dir / f"{UNIT_NAME}.d" / DROPIN_NAME
-    changed = _write(unit_path, rendered.unit, args.force)
-    print(f"{'wrote' if changed else 'unchanged'} {unit_path}")
-    if rendered.dropin is not None:
-        changed = _write(dropin_path, rendered.dropin, args.force)
-        print(f"{'wrote' if changed else 'unchanged'} {dropin_path}")
-
-    scope = ["--user"] if user else []
-    if args.now:
-        _systemctl(user, "daemon-reload")
-        _systemctl(user, "enable", "--now", UNIT_NAME)
-        print(f"enabled and started {UNIT_NAME}")
-    else:
-        steps = [
-            shlex.join(["systemctl", *scope, "daemon-reload"]),
-            shlex.join(["systemctl", *scope, "enable", "--now", UNIT_NAME]),
-        ]
-        print("next: " + " && ".join(steps))
-    hooks = (state_dir() if user else SYSTEM_STATE_DIR) / "hooks"
-    print(f"hooks go in {hooks}/<name>/ (HOOK.md and a handler)")
-    return 0

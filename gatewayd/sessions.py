@@ -20,11 +20,12 @@ import contextlib
 import json
 import os
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import structlog
+
+from gatewayd.timestamps import iso_now
 
 log = structlog.get_logger("gatewayd.sessions")
 
@@ -42,11 +43,6 @@ BOOTSTRAP_NAMES = (
     "memory.md",
 )
 """The workspace's standard bootstrap files, in the order an agent reads them."""
-
-
-def iso_now() -> str:
-    """Now, UTC, ISO 8601 with milliseconds and a ``Z``."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True, slots=True)

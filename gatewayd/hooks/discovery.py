@@ -26,6 +26,7 @@ from typing import Final
 
 from gatewayd.config import Config
 from gatewayd.hooks.metadata import HookManifest, ManifestCache, ManifestError
+from gatewayd.paths import is_inside
 
 SOURCES: Final = ("extra", "bundled", "managed", "workspace")
 """Root sources in precedence order, lowest first."""
@@ -84,10 +85,6 @@ class Discovery:
     rejected_roots: list[str] = field(default_factory=list)
 
 
-def _inside(path: Path, parent: Path) -> bool:
-    return path == parent or path.is_relative_to(parent)
-
-
 def hook_roots(config: Config) -> tuple[list[HookRoot], list[str]]:
     """The roots in precedence order (lowest first), and a reason per rejected extraDir."""
     paths = config.paths
@@ -99,7 +96,7 @@ def hook_roots(config: Config) -> tuple[list[HookRoot], list[str]]:
         if not path.is_absolute():
             path = paths.state / path
         real = Path(os.path.realpath(path))
-        if not _inside(real, state_real):
+        if not is_inside(real, state_real):
             rejected.append(
                 f"hooks.load.extraDirs: {raw} resolves to {real}, outside the state dir "
                 f"{state_real}; move it (or a symlink to it) under the state dir"

@@ -39,16 +39,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.machinery import ModuleSpec
 
+from gatewayd.paths import is_inside
+
 ROOT_PACKAGE = "_gatewayd_hooks"
 
 
 class UnsafePathError(ImportError):
     """A hook file refused by the path-safety rules (symlink escape, hard link)."""
-
-
-def is_inside(path: str, parent: str) -> bool:
-    """True when ``path`` is strictly below ``parent`` (both real, normalized paths)."""
-    return path.startswith(parent.rstrip(os.sep) + os.sep)
 
 
 def real_path(
@@ -85,7 +82,7 @@ def check_file(path: str | os.PathLike[str], inside: str, *, allow_links: bool) 
         real, st = real_path(path, inside, inside)
     except OSError as exc:
         raise UnsafePathError(f"{path}: cannot stat: {exc.strerror or exc}") from None
-    if not is_inside(real, inside):
+    if not is_inside(real, inside, strict=True):
         raise UnsafePathError(
             f"{path}: resolves to {real}, outside the hook directory {inside}; "
             "copy the file into the hook directory instead of linking to it"

@@ -52,11 +52,11 @@ from gatewayd.hooks.importer import (
     UnsafePathError,
     check_file,
     importer,
-    is_inside,
     package_name,
     real_path,
 )
 from gatewayd.hooks.registry import HookRegistry
+from gatewayd.paths import is_inside
 
 log = structlog.get_logger("gatewayd.hooks")
 
@@ -185,7 +185,7 @@ def _where(exc: BaseException, directory: str) -> str:
     inside = [
         frame
         for frame in traceback.extract_tb(exc.__traceback__)
-        if is_inside(os.path.realpath(frame.filename), directory)
+        if is_inside(os.path.realpath(frame.filename), directory, strict=True)
     ]
     if inside:
         return f"{inside[-1].filename}:{inside[-1].lineno}"
@@ -376,7 +376,7 @@ class _Builder:
                 directory = real_path(hook.path, hook.root.path, hook.root.real)[0]
             except OSError as exc:
                 raise _Failure(f"{hook.path}: cannot stat: {exc.strerror or exc}") from None
-            if not any(is_inside(directory, root) for root in allowed_roots):
+            if not any(is_inside(directory, root, strict=True) for root in allowed_roots):
                 raise _Failure(
                     f"{hook.path}: resolves to {directory}, outside every hook root; "
                     "move the hook directory into a hook root instead of linking to it"

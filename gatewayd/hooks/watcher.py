@@ -51,7 +51,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from gatewayd import eager
 from gatewayd.config import Config
 from gatewayd.hooks.discovery import hook_roots
-from gatewayd.paths import bundled_hooks_is_checkout, state_dir
+from gatewayd.paths import bundled_hooks_is_checkout
 
 log = structlog.get_logger("gatewayd.watch")
 
@@ -124,7 +124,7 @@ def watch_spec(config: Config) -> WatchSpec:
     load = config.settings.hooks.load
     return WatchSpec(
         roots=watched,
-        files=(config.source or state_dir() / "gatewayd.yaml",),
+        files=(config.paths.config_file,),
         debounce_ms=load.debounce_ms,
         poll=load.poll,
         poll_interval_ms=load.poll_interval_ms,

@@ -17,6 +17,7 @@ from collections.abc import Mapping, MutableSequence
 from pathlib import Path
 from typing import Any
 
+from gatewayd.paths import is_inside
 from gatewayd.sessions import BOOTSTRAP_NAMES
 
 STANDARD_NAMES = frozenset(BOOTSTRAP_NAMES)  # the gateway's own list: one place to change
@@ -63,16 +64,12 @@ def expand(workspace: Path, pattern: str) -> list[str]:
     return sorted(os.path.join(workspace, m) for m in matches)
 
 
-def inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
 def read_checked(path: str, workspace_real: str) -> tuple[str, str]:
     """``(real path, text)`` of an allowed bootstrap file; raises :class:`Refused` with why not."""
     if os.path.basename(path) not in STANDARD_NAMES:
         raise Refused("not a bootstrap file name (" + ", ".join(sorted(STANDARD_NAMES)) + ")")
     real = os.path.realpath(path)
-    if not inside(real, workspace_real):
+    if not is_inside(real, workspace_real):
         raise Refused(f"resolves to {real}, outside the workspace {workspace_real}")
     try:
         fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -82,7 +79,7 @@ def read_checked(path: str, workspace_real: str) -> tuple[str, str]:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise Refused("not a regular file")
         opened = f"/proc/self/fd/{fd}"  # Linux: where the descriptor really points
-        if os.path.exists(opened) and not inside(os.readlink(opened), workspace_real):
+        if os.path.exists(opened) and not is_inside(os.readlink(opened), workspace_real):
             raise Refused(f"moved outside the workspace while being opened ({os.readlink(opened)})")
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(MAX_BYTES + 1)

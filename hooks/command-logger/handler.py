@@ -14,18 +14,14 @@ import fcntl
 import json
 import os
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from gatewayd.timestamps import iso_utc
 
 LOG_NAME = "commands.log"
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 DEFAULT_BACKUPS = 5
-
-
-def iso_utc(ts: datetime) -> str:
-    """``2025-01-31T09:15:02.347Z``: ISO 8601, UTC, milliseconds."""
-    return ts.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def format_line(event: Any) -> bytes:

@@ -1,4 +1,4 @@
-"""``gatewayd hooks list|info|check`` and ``gatewayd config show|check`` (DESIGN.md section 6).
+"""``gatewayd hooks list|info|check|enable|disable``: the hooks as ``gatewayd run`` would load them.
 
 These commands run the same discovery, checks and imports as the daemon (``build_hooks``) in
 this process, against the config the daemon would read, so what they report is what a
@@ -7,25 +7,22 @@ this process, against the config the daemon would read, so what they report is w
 Output: a table or text for people; with ``--json`` a stable document on stdout (the same
 records the control channel's ``hooks`` op returns). Anything a hook prints or logs while it is
 imported goes to stderr so that stdout stays parseable. Exit codes: 0 on success, 1 for a
-failed hook (``hooks check``), an unknown hook (``hooks info``) or an invalid config
-(``config check``), 78 (EX_CONFIG) when another command cannot read the config.
+failed hook (``hooks check``) or an unknown hook (``hooks info``, ``enable``, ``disable``), 78
+(EX_CONFIG) when the config cannot be read.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import unicodedata
 from collections.abc import Iterable
-from typing import Any
 
-import yaml
-
-from gatewayd.cli import CliError, load_config_or_exit, print_config_error
-from gatewayd.config import Config, ConfigError, load_config
+from gatewayd.cli.common import dump_json, load_config_or_exit
+from gatewayd.config import Config, ConfigError
+from gatewayd.exits import UserError, print_config_error
 from gatewayd.hooks.loader import HookRecord, LoadResult, build_hooks, hooks_listing
 from gatewayd.logging import configure_logging
 
@@ -38,11 +35,6 @@ def _build(config: Config) -> LoadResult:
     configure_logging("warning", "auto", sys.stderr)
     with contextlib.redirect_stdout(sys.stderr):
         return build_hooks(config)
-
-
-def _dump_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, ensure_ascii=False)
-    sys.stdout.write("\n")
 
 
 def _width(text: str) -> int:
@@ -86,7 +78,7 @@ def cli_list(args: argparse.Namespace) -> int:
     records = [r for r in result.records if r.eligible or not args.eligible]
     if args.json:
         listing["hooks"] = [r.to_json() for r in records]
-        _dump_json(listing)
+        dump_json(listing)
         return 0
     print(f"Hooks ({_totals(result)}); state dir {config.paths.state}")
     if not records:
@@ -115,7 +107,7 @@ def cli_list(args: argparse.Namespace) -> int:
 def _find(result: LoadResult, name: str) -> HookRecord:
     matches = [r for r in result.records if name in (r.name, r.hook_key)]
     if not matches:
-        raise CliError(f'hook "{name}" not found; run gatewayd hooks list')
+        raise UserError(f'hook "{name}" not found; run gatewayd hooks list')
     # The hook that is in effect (not shadowed) is the one asked about.
     return next((r for r in matches if r.status != "shadowed"), matches[-1])
 
@@ -125,7 +117,7 @@ def cli_info(args: argparse.Namespace) -> int:
     config = load_config_or_exit(args.config)
     record = _find(_build(config), args.name)
     if args.json:
-        _dump_json(record.to_json())
+        dump_json(record.to_json())
         return 0
     missing = "; ".join(f"{kind}: {', '.join(v)}" for kind, v in record.missing.items() if v)
     print(f"{_label(record).strip()}  [{record.status}]")
@@ -158,7 +150,7 @@ def cli_check(args: argparse.Namespace) -> int:
     attention = [r for r in result.records if r.status != "ready" or r.warnings]
     ok = not any(r.status in FAILING_STATUSES for r in result.records)
     if args.json:
-        _dump_json(
+        dump_json(
             {
                 "ok": ok,
                 "summary": result.summary(),
@@ -184,19 +176,18 @@ def cli_check(args: argparse.Namespace) -> int:
 def _set_enabled(args: argparse.Namespace, enabled: bool) -> int:
     """``gatewayd hooks enable|disable NAME``: write ``hooks.entries.<hookKey>.enabled``."""
     from gatewayd.config_edit import set_hook_enabled
-    from gatewayd.paths import state_dir
 
     config = load_config_or_exit(args.config)
     record = _find(_build(config), args.name)
-    path = config.source or state_dir() / "gatewayd.yaml"
+    path = config.paths.config_file
     verb = "enabled" if enabled else "disabled"
     try:
         changed = set_hook_enabled(path, record.hook_key, enabled)
     except ConfigError as exc:
         print_config_error(exc)
-        raise CliError(f"{path} was left unchanged; fix the errors above first") from None
+        raise UserError(f"{path} was left unchanged; fix the errors above first") from None
     except OSError as exc:
-        raise CliError(f"cannot write {path}: {exc}") from None
+        raise UserError(f"cannot write {path}: {exc}") from None
     if changed:
         print(f"{verb} hook {record.name} (hooks.entries.{record.hook_key}.enabled) in {path}")
         print("a running gatewayd picks this up on its own (or run: gatewayd reload)")
@@ -219,27 +210,3 @@ def cli_enable(args: argparse.Namespace) -> int:
 def cli_disable(args: argparse.Namespace) -> int:
     """``gatewayd hooks disable NAME``: disable a hook (by name or hookKey) in the config file."""
     return _set_enabled(args, False)
-
-
-def cli_config_show(args: argparse.Namespace) -> int:
-    """``gatewayd config show``: the effective config as YAML (defaults and env applied)."""
-    config = load_config_or_exit(args.config)
-    print(f"# effective config; source: {config.source_label}")
-    print(
-        yaml.safe_dump(
-            config.effective(), sort_keys=False, allow_unicode=True, default_flow_style=False
-        ),
-        end="",
-    )
-    return 0
-
-
-def cli_config_check(args: argparse.Namespace) -> int:
-    """``gatewayd config check``: every validation error with its key path; exit 1 if any."""
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        print_config_error(exc)
-        return 1
-    print(f"config OK: {config.source_label}")
-    return 0

@@ -16,11 +16,12 @@ import os
 import sys
 
 from gatewayd.authoring import GUIDE, AuthoringError, parse_events, scaffold
-from gatewayd.cli import CliError, load_config_or_exit, print_config_error
+from gatewayd.cli.common import load_config_or_exit
 from gatewayd.config import Config, ConfigError
+from gatewayd.exits import UserError, print_config_error
 from gatewayd.hookpack import InstallError
 from gatewayd.hooks.eligibility import EligibilityChecker
-from gatewayd.install import Installed, InstallPlan, config_file, install, uninstall
+from gatewayd.install import Installed, InstallPlan, install, uninstall
 
 
 def _refused(what: str, problems: list[str], nothing: str) -> int:
@@ -48,10 +49,10 @@ def cli_new(args: argparse.Namespace) -> int:
             description=args.description,
         )
     except AuthoringError as exc:
-        raise CliError(str(exc)) from None
+        raise UserError(str(exc)) from None
     except OSError as exc:
         target = config.paths.managed_hooks / args.name
-        raise CliError(f"cannot write {target}: {exc.strerror or exc}") from None
+        raise UserError(f"cannot write {target}: {exc.strerror or exc}") from None
     handler = (
         "handler     an executable script: the event JSON on stdin, reply lines on stdout"
         if made.command
@@ -87,7 +88,7 @@ def _eligibility_notes(config: Config, plan: InstallPlan) -> list[str]:
 def _installed_line(item: Installed, config: Config) -> str:
     if item.kind == "link":
         line = f"linked {item.name}: {item.path} (through hooks.load.extraDirs in "
-        line += f"{config_file(config)})"
+        line += f"{config.paths.config_file})"
     else:
         line = f"installed {item.name}: {item.path}"
     line += f" sha256:{item.sha256[:12]}"
@@ -105,12 +106,12 @@ def cli_install(args: argparse.Namespace) -> int:
         return _refused(f"cannot install {args.source}", exc.problems, "nothing was installed")
     except ConfigError as exc:
         print_config_error(exc)
-        raise CliError(
-            f"{config_file(config)} was left unchanged and nothing was installed; fix it first"
+        raise UserError(
+            f"{config.paths.config_file} was left unchanged and nothing was installed; fix it first"
         ) from None
     except OSError as exc:
         where = f" {exc.filename}" if exc.filename else ""
-        raise CliError(
+        raise UserError(
             f"cannot install {args.source}:{where} {exc.strerror or exc} (rolled back)"
         ) from None
     for item in installed:
@@ -138,9 +139,9 @@ def cli_uninstall(args: argparse.Namespace) -> int:
         return _refused("cannot uninstall", exc.problems, "nothing was removed")
     except ConfigError as exc:
         print_config_error(exc)
-        raise CliError(f"{config_file(config)} could not be edited; fix it first") from None
+        raise UserError(f"{config.paths.config_file} could not be edited; fix it first") from None
     except OSError as exc:
-        raise CliError(f"cannot uninstall: {exc.filename or ''} {exc.strerror or exc}") from None
+        raise UserError(f"cannot uninstall: {exc.filename or ''} {exc.strerror or exc}") from None
     for item in removed:
         print(f"uninstalled {item.name} ({item.kind}): {item.removed}")
     return 0

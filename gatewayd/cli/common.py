@@ -1,0 +1,34 @@
+"""What the command modules of :mod:`gatewayd.cli` share: reading the config, printing JSON.
+
+Commands that read the config import it through :func:`load_config_or_exit`, so an invalid
+config file (or ``GATEWAYD_*`` variable) is reported the same way, every error on its own line,
+and ends every such command with exit code 78 (:data:`gatewayd.exits.EXIT_CONFIG`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from gatewayd.exits import EXIT_CONFIG, print_config_error
+
+if TYPE_CHECKING:  # the config stack (pydantic) is imported only by commands that need it
+    from gatewayd.config import Config
+
+
+def load_config_or_exit(explicit: str | None) -> Config:
+    """The config for a command; an invalid one prints every error and exits 78."""
+    from gatewayd.config import ConfigError, load_config
+
+    try:
+        return load_config(explicit)
+    except ConfigError as exc:
+        print_config_error(exc)
+        raise SystemExit(EXIT_CONFIG) from None
+
+
+def dump_json(data: Any) -> None:
+    """``data`` as indented JSON (UTF-8 kept as is) on stdout, with a final newline."""
+    json.dump(data, sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")

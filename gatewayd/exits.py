@@ -1,0 +1,48 @@
+"""Exit codes and the user-facing error report, shared by the daemon and the command line.
+
+Both ``gatewayd run`` (:mod:`gatewayd.daemon`) and every other command (:mod:`gatewayd.cli`)
+end with one of these codes and report a bad config the same way, so this module sits below
+both of them and imports neither. It stays light (no pydantic): client commands import it.
+
+Exit codes, for every command:
+
+* 0 (:data:`EXIT_OK`): done;
+* 1 (:data:`EXIT_FAILED`): the command failed (``error: ...`` on stderr), or a daemon that
+  could not start or was stopped by a second signal;
+* 2: a usage error (argparse);
+* 78 (:data:`EXIT_CONFIG`, ``EX_CONFIG`` of sysexits.h): the config file or a ``GATEWAYD_*``
+  variable is invalid; systemd's ``RestartPreventExitStatus=78`` keeps a bad config from looping;
+* 130 (:data:`EXIT_INTERRUPTED`): interrupted by Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:  # the config stack (pydantic) is imported only where a config is loaded
+    from gatewayd.config import ConfigError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_CONFIG = 78
+EXIT_INTERRUPTED = 130
+
+
+class UserError(Exception):
+    """A failure to report as one ``error: <message>`` line, ending the command with ``code``."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def print_config_error(exc: ConfigError, file: TextIO | None = None) -> None:
+    """``error: invalid config SOURCE (N errors):`` and then every error, one per line."""
+    out = sys.stderr if file is None else file
+    count = len(exc.errors)
+    plural = "s" if count != 1 else ""
+    print(f"error: invalid config {exc.source} ({count} error{plural}):", file=out)
+    for line in exc.errors:
+        print(f"  {line}", file=out)

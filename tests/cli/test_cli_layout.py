@@ -1,0 +1,87 @@
+"""The command line sits on top: every command has a handler, and nothing below imports it.
+
+The parser and the handler table of :mod:`gatewayd.cli.app` are read as they are; the import
+check reads every module's import statements (``ast``) and imports the daemon in a fresh
+interpreter, so a cycle hidden behind a lazy import shows up too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from gatewayd.cli.app import HANDLERS, handler
+from gatewayd.cli.parser import build_parser
+
+PACKAGE = Path(__file__).resolve().parents[2] / "gatewayd"
+
+
+def command_keys(parser: argparse.ArgumentParser, prefix: str = "") -> set[str]:
+    """The key of every leaf command in the argparse tree (``"hooks list"``)."""
+    keys: set[str] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                key = f"{prefix} {name}".strip()
+                inner = command_keys(sub, key)
+                keys |= inner or {key}
+    return keys
+
+
+def test_every_command_has_a_handler_and_every_handler_a_command() -> None:
+    keys = command_keys(build_parser())
+    assert keys == set(HANDLERS), (
+        f"commands without an entry in HANDLERS (gatewayd/cli/app.py): "
+        f"{sorted(keys - set(HANDLERS))}; entries without a command: {sorted(set(HANDLERS) - keys)}"
+    )
+    for key in HANDLERS:
+        assert callable(handler(key)), key
+
+
+def test_each_command_records_its_own_key() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["hooks", "list"]).command_key == "hooks list"
+    assert parser.parse_args(["status"]).command_key == "status"
+    assert parser.parse_args(["config", "check"]).command_key == "config check"
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, at any depth of its code (lazy imports included)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def test_nothing_outside_the_cli_package_imports_it() -> None:
+    offenders = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.is_relative_to(PACKAGE / "cli") or path.name == "__main__.py":
+            continue
+        bad = sorted(
+            n
+            for n in imported_modules(path)
+            if n == "gatewayd.cli" or n.startswith("gatewayd.cli.")
+        )
+        if bad:
+            offenders[str(path.relative_to(PACKAGE.parent))] = bad
+    assert not offenders, f"modules below the CLI import it: {offenders}"
+
+
+def test_the_daemon_runs_without_the_cli_package() -> None:
+    code = (
+        "import sys, gatewayd.daemon\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[:2] == ['gatewayd', 'cli']))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
