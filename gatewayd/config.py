@@ -1,4 +1,4 @@
-"""The gatewayd config: one YAML file plus ``GATEWAYD_`` env overrides (DESIGN.md section 7).
+"""The gatewayd config: one YAML file plus ``GATEWAYD_`` env overrides (docs/design.md section 5).
 
 ``load_config()`` is the only way in. It reads the file (``--config``, ``$GATEWAYD_CONFIG``,
 ``<state>/gatewayd.yaml``, else built-in defaults), folds ``hooks.internal.*`` into ``hooks.*``

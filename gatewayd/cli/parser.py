@@ -197,6 +197,26 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def command_parsers(
+    parser: argparse.ArgumentParser, prefix: str = ""
+) -> dict[str, argparse.ArgumentParser]:
+    """Every command's own parser by its key (``"status"``, ``"hooks list"``), groups (``hooks``,
+    ``config``) included, in ``--help`` order."""
+    found: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                key = f"{prefix} {name}".strip()
+                found[key] = sub
+                found.update(command_parsers(sub, key))
+    return found
+
+
+def is_group(parser: argparse.ArgumentParser) -> bool:
+    """True for a parser that only holds subcommands (``hooks``, ``config``)."""
+    return any(isinstance(a, argparse._SubParsersAction) for a in parser._actions)
+
+
 def command_word(argv: Sequence[str]) -> str | None:
     """The top-level command named in ``argv``, if it is a known one."""
     args = iter(argv)

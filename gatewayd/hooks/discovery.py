@@ -1,6 +1,6 @@
 """Finding hooks on disk: the roots, the hook directories in them, and who wins a name conflict.
 
-Roots, lowest precedence first (DESIGN.md section 3): ``hooks.load.extraDirs`` (each must resolve
+Roots, lowest precedence first (docs/design.md s. 2): ``hooks.load.extraDirs`` (each must resolve
 under the state dir, else it is rejected with a reason), the bundled hooks, the managed hooks
 (``<state>/hooks``) and the workspace hooks (``<workspace>/hooks``). A root that does not exist
 is simply empty.

@@ -1,4 +1,4 @@
-"""Can a hook run here? The ``os`` / ``requires`` checks of DESIGN.md section 3.
+"""Can a hook run here? The ``os`` / ``requires`` checks of docs/design.md section 2.
 
 ``os`` is always checked (``sys.platform`` mapped to ``darwin|linux|win32``); unless the hook says
 ``always: true``, so are ``requires.bins`` (each on PATH and executable), ``requires.anyBins`` (at

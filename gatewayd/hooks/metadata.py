@@ -1,7 +1,7 @@
 """Reading ``HOOK.md``: the YAML frontmatter, validated into a typed :class:`HookManifest`.
 
 A ``HOOK.md`` starts with a ``---`` line, then YAML (nested maps and inline JSON both work: JSON
-is YAML), then a closing ``---`` line, then Markdown (DESIGN.md section 3). CRLF files read the
+is YAML), then a closing ``---`` line, then Markdown (docs/design.md section 2). CRLF files read the
 same. The hook's own fields live under ``metadata.eliza``; ``metadata.openclaw`` and
 ``metadata.milady`` are read the same way (the first present of the three wins), so existing
 hook packs work unchanged.

@@ -7,32 +7,19 @@ interpreter, so a cycle hidden behind a lazy import shows up too.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import subprocess
 import sys
 from pathlib import Path
 
 from gatewayd.cli.app import HANDLERS, handler
-from gatewayd.cli.parser import build_parser
+from gatewayd.cli.parser import build_parser, command_parsers, is_group
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gatewayd"
 
 
-def command_keys(parser: argparse.ArgumentParser, prefix: str = "") -> set[str]:
-    """The key of every leaf command in the argparse tree (``"hooks list"``)."""
-    keys: set[str] = set()
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                key = f"{prefix} {name}".strip()
-                inner = command_keys(sub, key)
-                keys |= inner or {key}
-    return keys
-
-
 def test_every_command_has_a_handler_and_every_handler_a_command() -> None:
-    keys = command_keys(build_parser())
+    keys = {key for key, sub in command_parsers(build_parser()).items() if not is_group(sub)}
     assert keys == set(HANDLERS), (
         f"commands without an entry in HANDLERS (gatewayd/cli/app.py): "
         f"{sorted(keys - set(HANDLERS))}; entries without a command: {sorted(set(HANDLERS) - keys)}"

@@ -1,0 +1,253 @@
+"""docs/design.md agrees with the code wherever a program can tell.
+
+* Section 3 (Wire protocol): the op table has one row per op a running daemon accepts (asked
+  of a real ``gatewayd run``: the ``unknown_op`` error lists them), and no other rows.
+* Section 4 (Command line): one row per command the argparse tree knows (``gatewayd KEY ...``),
+  listing every flag of that command; no row for a command that does not exist.
+* Section 5 (Config keys): one row per key of the config models (``gatewayd.config``), with its
+  default where the default is a plain value; no row for a key that does not exist.
+
+Each failure says what to add (or remove) where, so whoever adds an op, a command, a flag or a
+key learns here to document it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import types
+import typing
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from gatewayd.cli.parser import build_parser, command_parsers, is_group
+from gatewayd.config import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "design.md"
+GLOBAL_FLAGS = {"-h", "--help", "--config"}
+"""Flags every command has; section 4's introduction documents them once."""
+
+
+def section(title: str) -> str:
+    """The text of the ``## N. <title>`` section of design.md."""
+    text = DOC.read_text(encoding="utf-8")
+    match = re.search(rf"^## \d+\. {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    assert match, f"docs/design.md has no section '## N. {title}'"
+    return match.group(1)
+
+
+def first_cells(text: str) -> dict[str, str]:
+    """Table rows whose first cell is code: that code -> the whole row."""
+    rows = {}
+    for line in text.splitlines():
+        if match := re.match(r"\|\s*`([^`]+)`", line):
+            rows[match.group(1)] = line
+    return rows
+
+
+# -- section 3: control ops ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def daemon_ops() -> Iterator[set[str]]:
+    """The ops a real ``gatewayd run`` accepts, from its ``unknown_op`` error message."""
+    state = Path(tempfile.mkdtemp(prefix="gdd", dir="/tmp"))  # a socket path needs < 108 bytes
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("GATEWAYD_")}
+    env.update(
+        ELIZA_STATE_DIR=str(state), GATEWAYD_HOOKS__ENABLED="false", GATEWAYD_HOOKS__LOAD__WATCH="0"
+    )
+    env.pop("NOTIFY_SOCKET", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gatewayd", "run", "--log-format", "json"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield _ask_unknown_op(state / "run" / "gatewayd.sock", proc)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def _ask_unknown_op(path: Path, proc: subprocess.Popen[bytes]) -> set[str]:
+    deadline = time.monotonic() + 60
+    while True:
+        assert proc.poll() is None, f"gatewayd run exited with {proc.returncode}"
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(60)
+            try:
+                sock.connect(str(path))
+            except (FileNotFoundError, ConnectionRefusedError):
+                assert time.monotonic() < deadline, f"no daemon listening on {path} after 60 s"
+                time.sleep(0.05)
+                continue
+            with sock.makefile("rwb") as f:
+                f.write(b'{"id": 1, "op": "no-such-op"}\n')
+                f.flush()
+                reply = json.loads(f.readline())
+            break
+    assert reply["error"]["code"] == "unknown_op", reply
+    known = reply["error"]["message"].rpartition("known: ")[2]
+    return {op.strip() for op in known.split(",")}
+
+
+def test_every_control_op_is_documented(daemon_ops: set[str]) -> None:
+    rows = first_cells(section("Wire protocol (the control socket)"))
+    documented = {cell for cell, row in rows.items() if re.fullmatch(r"[a-z_]+", cell)}
+    documented -= {"bad_json", "bad_request", "line_too_long", "unknown_op", "unknown_event"}
+    documented -= {"reload_refused", "shutting_down", "forbidden", "internal"}
+    missing = sorted(daemon_ops - documented)
+    assert not missing, (
+        "docs/design.md section 3 (Wire protocol): add a row "
+        "'| `OP` | request fields | reply fields |' to the op table for each of "
+        f"{missing}, and any new error code to the error-code table"
+    )
+    extra = sorted(documented - daemon_ops)
+    assert not extra, (
+        f"docs/design.md section 3 documents ops the daemon does not accept: {extra}; "
+        "remove their rows (or list the code in this test if it is an error code)"
+    )
+
+
+def test_the_error_code_table_lists_the_codes_the_protocol_docstring_names() -> None:
+    rows = first_cells(section("Wire protocol (the control socket)"))
+    for code in ("bad_json", "bad_request", "line_too_long", "unknown_op", "unknown_event"):
+        assert code in rows, f"docs/design.md section 3: add a row for the error code `{code}`"
+
+
+# -- section 4: commands and flags -----------------------------------------------------------
+
+
+def command_rows() -> dict[str, str]:
+    """``"hooks list"`` -> its row in the command table (first cell ``gatewayd hooks list``)."""
+    rows = {}
+    for cell, row in first_cells(section("Command line")).items():
+        if cell.startswith("gatewayd "):
+            words = [w for w in cell.split()[1:] if re.fullmatch(r"[a-z][a-z-]*", w)]
+            rows[" ".join(words)] = row
+    return rows
+
+
+def test_every_command_and_flag_is_documented() -> None:
+    commands = {k: p for k, p in command_parsers(build_parser()).items() if not is_group(p)}
+    rows = command_rows()
+    missing = [key for key in commands if key not in rows]
+    assert not missing, (
+        "docs/design.md section 4 (Command line): add a row "
+        "'| `gatewayd COMMAND ARGS` | `--flag` ... | what it does |' to the command table for "
+        f"each of {missing}"
+    )
+    extra = sorted(set(rows) - set(commands))
+    assert not extra, f"docs/design.md section 4 documents commands that do not exist: {extra}"
+    problems = []
+    for key, parser in commands.items():
+        for action in parser._actions:
+            for flag in action.option_strings:
+                if flag in GLOBAL_FLAGS:
+                    continue
+                if not re.search(rf"`{re.escape(flag)}[` ]", rows[key]):
+                    problems.append(f"`{flag}` of `gatewayd {key}`")
+    assert not problems, (
+        "docs/design.md section 4 (Command line): add these flags to the flags cell of their "
+        f"command's row (as `--flag` or `--flag VALUE`): {', '.join(problems)}"
+    )
+
+
+# -- section 5: config keys ------------------------------------------------------------------
+
+
+def _model_of(annotation: Any) -> tuple[type[BaseModel] | None, str]:
+    """The model a field holds, and the key suffix it puts before the model's own keys."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, ""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is dict and len(args) == 2:
+        model, _ = _model_of(args[1])
+        return model, ".<hookKey>" if model else ""
+    if origin is list and len(args) == 1:
+        model, _ = _model_of(args[0])
+        return model, "[]" if model else ""
+    if origin in (typing.Union, types.UnionType):
+        for arg in args:
+            model, suffix = _model_of(arg)
+            if model:
+                return model, suffix
+    return None, ""
+
+
+def config_keys(model: type[BaseModel], prefix: str = "") -> dict[str, Any]:
+    """Every key of ``model`` as written in the config file -> its field (leaf keys only)."""
+    keys: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        key = f"{prefix}{field.alias or name}"
+        inner, suffix = _model_of(field.annotation)
+        if inner is not None:
+            if suffix:
+                keys.update(config_keys(inner, f"{key}{suffix}."))
+            else:
+                keys.update(config_keys(inner, f"{key}."))
+        else:
+            keys[key] = field
+    return keys
+
+
+def _default_text(field: Any) -> str | None:
+    """How the default must appear in the row, when it is a plain value."""
+    if field.is_required():
+        return "(required)"
+    value = field.default
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, (int, str)):
+        return f"`{value}`"
+    if value in ([], {}):
+        return f"`{json.dumps(value)}`"
+    return None  # None: the row says what it derives from (e.g. `<state>/workspace`)
+
+
+def test_every_config_key_is_documented_with_its_default() -> None:
+    keys = config_keys(Settings)
+    rows = first_cells(section("Config keys"))
+    missing = sorted(set(keys) - set(rows))
+    assert not missing, (
+        "docs/design.md section 5 (Config keys): add a row '| `KEY` | `DEFAULT` | meaning |' "
+        f"to the key table for each of {missing} (and the key to config/gatewayd.yaml)"
+    )
+    extra = sorted(k for k in set(rows) - set(keys) if "." in k)
+    assert not extra, f"docs/design.md section 5 documents keys the config does not have: {extra}"
+    wrong = []
+    for key, field in keys.items():
+        expected = _default_text(field)
+        default_cell = rows[key].split("|")[2]
+        if expected is not None and expected not in default_cell:
+            wrong.append(f"{key}: the default cell should hold {expected}")
+    assert not wrong, "docs/design.md section 5 (Config keys): " + "; ".join(wrong)
+
+
+def test_the_env_override_form_is_the_one_the_config_reads(state_dir: Path, run_cli: Any) -> None:
+    """The one example of section 5 is checked for real: the variable it names works."""
+    text = section("Config keys")
+    assert "`gateway.queue.capacity` is `GATEWAYD_GATEWAY__QUEUE__CAPACITY`" in text
+    shown = run_cli("config", "show", env={"GATEWAYD_GATEWAY__QUEUE__CAPACITY": "77"})
+    assert shown.returncode == 0, shown.stderr
+    assert "capacity: 77" in shown.stdout
