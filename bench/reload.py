@@ -1,7 +1,7 @@
 """Benchmark 4: reload scaling, and memory over many reloads.
 
 A full reload is what the daemon does when a hook file changes: ``load_config`` then
-``load_hooks`` (discover, parse HOOK.md, check eligibility, compile each handler from source,
+``HookLoader.load`` (discover, parse HOOK.md, check eligibility, compile each handler from source,
 import it as a fresh module, swap it into a ``HookRegistry``). It is timed for 10, 100 and 1,000
 generated hooks, each count in its own fresh interpreter.
 
@@ -84,21 +84,22 @@ def floor_loader(root: Path) -> Callable[[], int]:
 
 
 def gatewayd_loader(config_file: Path) -> Callable[[], int]:
-    """What the daemon does on a change: read the config, then load_hooks into the registry."""
+    """What the daemon does on a change: read the config, then load the hooks into the registry."""
     from gatewayd.config import load_config
-    from gatewayd.hooks.loader import load_hooks
+    from gatewayd.hooks.loader import HookLoader
     from gatewayd.hooks.registry import HookRegistry
     from gatewayd.logging import configure_logging
 
     # The daemon logs at info; the lines go nowhere here, but are formatted all the same.
     configure_logging("info", "json", open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
     registry = HookRegistry()
+    loader = HookLoader()
     # As the daemon does before its first load: keep start-up objects out of later collections.
     gc.freeze()
 
     def reload() -> int:
         config = load_config(config_file)
-        result = load_hooks(config, registry)
+        result = loader.load(config.load_spec(), registry)
         if result.failed:
             raise RuntimeError(f"hooks failed to load: {result.failed[:3]}")
         return result.registered

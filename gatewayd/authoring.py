@@ -181,7 +181,7 @@ def _existing(config: Config, name: str) -> str | None:
     target = config.paths.managed_hooks / name
     if os.path.lexists(target):
         return f"{target} already exists"
-    for hook in discover(config).hooks:
+    for hook in discover(config.load_spec()).hooks:
         if hook.name == name:
             effect = "be shadowed by it" if hook.root.source == "workspace" else "shadow it"
             return (

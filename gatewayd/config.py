@@ -13,12 +13,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from gatewayd.hooks.spec import EntrySpec, LegacyHandlerSpec, LoadSpec, WatchSettings
 from gatewayd.paths import (
     Paths,
     config_file_choice,
@@ -190,6 +192,7 @@ class Config:
     def __init__(self, settings: Settings, source: Path | None, state: Path) -> None:
         self.settings = settings
         self.source = source
+        self._load_spec: LoadSpec | None = None
         workspace = settings.workspace.dir or default_workspace(state)
         socket = settings.gateway.control.socket or default_control_socket(state)
         self.paths = Paths(
@@ -214,14 +217,42 @@ class Config:
         """``hooks.entries.<hook_key>``, or an all-defaults entry."""
         return self.settings.hooks.entries.get(hook_key) or HookEntry()
 
-    def lookup(self, dotted: str) -> Any:
-        """The value at a dot path of the effective config (``hooks.entries.x.apiKey``), or None."""
-        node: Any = self.effective()
-        for part in dotted.split("."):
-            if not isinstance(node, Mapping) or part not in node:
-                return None
-            node = node[part]
-        return node
+    def load_spec(self) -> LoadSpec:
+        """What the hook library reads from this config (built once per config)."""
+        if self._load_spec is None:
+            hooks, paths = self.settings.hooks, self.paths
+            load = hooks.load
+            self._load_spec = LoadSpec(
+                state_dir=paths.state,
+                workspace_dir=paths.workspace,
+                bundled_hooks=paths.bundled_hooks,
+                managed_hooks=paths.managed_hooks,
+                workspace_hooks=paths.workspace_hooks,
+                extra_dirs=tuple(str(p) for p in load.extra_dirs),
+                enabled=hooks.enabled,
+                timeout_ms=hooks.timeout_ms,
+                entries={
+                    key: EntrySpec(
+                        enabled=entry.enabled,
+                        env=MappingProxyType(dict(entry.env)),
+                        timeout_ms=entry.timeout_ms,
+                        settings=MappingProxyType(entry.model_dump(by_alias=True)),
+                    )
+                    for key, entry in hooks.entries.items()
+                },
+                handlers=tuple(
+                    LegacyHandlerSpec(h.event, h.module, h.export) for h in hooks.handlers
+                ),
+                effective_config=self.effective(),
+                config_file=self.source,
+                watch=WatchSettings(
+                    watch=load.watch,
+                    debounce_ms=load.debounce_ms,
+                    poll=load.poll,
+                    poll_interval_ms=load.poll_interval_ms,
+                ),
+            )
+        return self._load_spec
 
 
 def fold_internal(raw: dict[str, Any]) -> dict[str, Any]:

@@ -38,9 +38,16 @@ from gatewayd.commands import CommandRouter, Inbound, parse_command
 from gatewayd.config import Config, ConfigError, load_config
 from gatewayd.exits import EXIT_FAILED, EXIT_OK
 from gatewayd.hooks.events import create_hook_event
-from gatewayd.hooks.loader import LoadResult, build_hooks, hooks_listing
-from gatewayd.hooks.registry import HookRegistry, default_registry
-from gatewayd.hooks.watcher import HookWatcher, Snapshot, diff_snapshots, snapshot, watch_spec
+from gatewayd.hooks.loader import HookLoader, LoadResult, hooks_listing
+from gatewayd.hooks.registry import HookRegistry, code_hooks
+from gatewayd.hooks.watcher import (
+    HookWatcher,
+    Snapshot,
+    WatchSpec,
+    diff_snapshots,
+    snapshot,
+    watch_spec,
+)
 from gatewayd.logging import LogFormat, configure_logging
 from gatewayd.sessions import SessionManager
 from gatewayd.systemd import Notifier, watchdog_interval, watchdog_loop
@@ -67,6 +74,39 @@ def configure_logs(config: Config, level: str | None, fmt: LogFormat | None) -> 
     configure_logging(level or config.settings.logging.level, fmt or config.settings.logging.format)
 
 
+def _watch_spec(config: Config) -> WatchSpec:
+    # The config file in use, or its default location, so that creating one is noticed.
+    return watch_spec(config.load_spec(), config.paths.config_file)
+
+
+class HookGateway:
+    """What hooks get of the running gateway (``ctx.gateway``, and ``context["gateway"]`` in
+    ``gateway:startup``): the :class:`~gatewayd.hooks.schema.GatewayHandle` methods, nothing
+    more. A command hook sees its ``repr``."""
+
+    __slots__ = ("_gateway",)
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    def __repr__(self) -> str:
+        return f"<Gateway pid={os.getpid()} state={self._gateway.state}>"
+
+    async def deliver(
+        self,
+        session_key: str,
+        text: str,
+        *,
+        sender_id: str = "gateway",
+        channel: str = "internal",
+        wait: bool = True,
+    ) -> tuple[list[str], str | None]:
+        """See :meth:`Gateway.deliver`."""
+        return await self._gateway.deliver(
+            session_key, text, sender_id=sender_id, channel=channel, wait=wait
+        )
+
+
 class Gateway:
     """The running daemon; see the module docstring. Build with a loaded :class:`Config`."""
 
@@ -82,7 +122,10 @@ class Gateway:
         self.config = config
         self.config_arg = config_arg
         """``--config`` as given: reloads re-resolve the file the same way the start did."""
-        self.registry = registry or default_registry
+        self.registry = registry if registry is not None else HookRegistry(code=code_hooks)
+        self.handle = HookGateway(self)
+        """What hooks may use of this gateway."""
+        self.loader = HookLoader(gateway=self.handle)
         self.loop_name = loop_name
         self._log_overrides = log_overrides
         gw = config.settings.gateway
@@ -114,10 +157,6 @@ class Gateway:
         self._running: anyio.Event | None = None
         self.watcher: HookWatcher | None = None
         """Live reload: the hook roots and config file watcher (``hooks.load.watch``)."""
-
-    def __repr__(self) -> str:
-        # What a command hook sees for context["gateway"] (non-JSON values are stringified).
-        return f"<Gateway pid={os.getpid()} state={self.state}>"
 
     # -- what subsystems and channels use -------------------------------------------------------
 
@@ -184,7 +223,7 @@ class Gateway:
         if self._load is None:
             paths = self.config.paths
             return {"stateDir": str(paths.state), "workspaceDir": str(paths.workspace), "hooks": []}
-        return hooks_listing(self.config, self._load)
+        return hooks_listing(self.config.load_spec(), self._load)
 
     def status(self) -> dict[str, Any]:
         """The ``status`` op (DESIGN.md section 5) plus ``state``, ``loop``, ``sessions``."""
@@ -247,8 +286,8 @@ class Gateway:
                 if self.watcher is not None:
                     # New roots (extraDirs, workspace) are watched before the build reads them,
                     # so an edit made while this reload runs is never lost between the two.
-                    await self.watcher.update(watch_spec(config))
-                result = await anyio.to_thread.run_sync(build_hooks, config)
+                    await self.watcher.update(_watch_spec(config))
+                result = await anyio.to_thread.run_sync(self.loader.build, config.load_spec())
             except ConfigError as exc:
                 outcome, errors = "refused", [f"{exc.source}: {e}" for e in exc.errors]
                 log.error(
@@ -263,7 +302,7 @@ class Gateway:
                 log.exception("reload.failed", trigger=trigger, error=errors[0])
             else:
                 self._apply_config(config)
-                result.apply(self.registry, config)
+                result.apply(self.registry, config.load_spec())
                 self._load = result
                 outcome, summary = "ok", result.summary()
             record: dict[str, Any] = {
@@ -361,7 +400,7 @@ class Gateway:
         self._running = anyio.Event()
         before: Snapshot | None = None
         if self.config.settings.hooks.load.watch:
-            self.watcher = HookWatcher(watch_spec(self.config), self._on_files_changed)
+            self.watcher = HookWatcher(_watch_spec(self.config), self._on_files_changed)
             # What the first load is built from, so that watching can start after READY and
             # still not miss an edit made in between (see _start_watching).
             before = await anyio.to_thread.run_sync(snapshot, self.watcher.spec.targets)
@@ -369,8 +408,9 @@ class Gateway:
         # every later collection, and each reload's gc.collect() (which frees the replaced hook
         # modules) then scans only what came after: ~2 ms instead of ~60 ms per reload.
         gc.freeze()
-        self._load = await anyio.to_thread.run_sync(build_hooks, self.config)
-        self._load.apply(self.registry, self.config)
+        spec = self.config.load_spec()
+        self._load = await anyio.to_thread.run_sync(self.loader.build, spec)
+        self._load.apply(self.registry, spec)
         self.sessions.load()
         await tg.start(self.dispatcher.run)
         try:
@@ -411,7 +451,7 @@ class Gateway:
             return
         self.startup_fired = True
         event = create_hook_event(
-            "gateway", "startup", "gateway:startup", {**self._base, "gateway": self}
+            "gateway", "startup", "gateway:startup", {**self._base, "gateway": self.handle}
         )
         try:
             await self.queue.post(event)

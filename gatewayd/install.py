@@ -154,7 +154,7 @@ def _shadow_notes(config: Config, plan: InstallPlan) -> list[str]:
     if not plan.link:
         own |= {os.path.realpath(config.paths.managed_hooks / n) for n in names}
     notes = []
-    for found in discover(config).hooks:
+    for found in discover(config.load_spec()).hooks:
         if found.name not in names or os.path.realpath(found.path) in own:
             continue
         if SOURCES.index(found.root.source) > SOURCES.index(mine):
@@ -464,7 +464,7 @@ def _not_installed(config: Config, name: str) -> str:
             f"{name}: {target} was not installed by gatewayd hooks install (no record in "
             f"{RECORDS_NAME}); delete the directory yourself if you mean to"
         )
-    for found in discover(config).hooks:
+    for found in discover(config.load_spec()).hooks:
         if found.name == name:
             return (
                 f"{name}: is the {found.root.source} hook at {found.path}, not installed by "

@@ -73,10 +73,11 @@ def cli_new(args: argparse.Namespace) -> int:
 
 
 def _eligibility_notes(config: Config, plan: InstallPlan) -> list[str]:
-    checker = EligibilityChecker(config.effective())
+    spec = config.load_spec()
+    checker = EligibilityChecker(spec.effective_config)
     notes = []
     for hook in plan.source.hooks:
-        check = checker.check(hook.manifest, config.entry(hook.manifest.hook_key))
+        check = checker.check(hook.manifest, spec.entry(hook.manifest.hook_key))
         if not check.eligible:
             notes.append(
                 f"{hook.name} cannot run here yet: {'; '.join(check.reasons)} "

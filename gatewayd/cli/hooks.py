@@ -1,6 +1,6 @@
 """``gatewayd hooks list|info|check|enable|disable``: the hooks as ``gatewayd run`` would load them.
 
-These commands run the same discovery, checks and imports as the daemon (``build_hooks``) in
+These commands run the same discovery, checks and imports as the daemon (``HookLoader.build``) in
 this process, against the config the daemon would read, so what they report is what a
 ``gatewayd run`` started now would load. They never talk to a running daemon.
 
@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from gatewayd.cli.common import dump_json, load_config_or_exit
 from gatewayd.config import Config, ConfigError
 from gatewayd.exits import UserError, print_config_error
-from gatewayd.hooks.loader import HookRecord, LoadResult, build_hooks, hooks_listing
+from gatewayd.hooks.loader import HookLoader, HookRecord, LoadResult, hooks_listing
 from gatewayd.logging import configure_logging
 
 FAILING_STATUSES = frozenset({"failed", "invalid"})
@@ -34,7 +34,11 @@ def _build(config: Config) -> LoadResult:
     """Load the hooks as the daemon would; hook output and logs go to stderr."""
     configure_logging("warning", "auto", sys.stderr)
     with contextlib.redirect_stdout(sys.stderr):
-        return build_hooks(config)
+        loader = HookLoader()
+        try:
+            return loader.build(config.load_spec())
+        finally:
+            loader.close()
 
 
 def _width(text: str) -> int:
@@ -74,7 +78,7 @@ def cli_list(args: argparse.Namespace) -> int:
     """``gatewayd hooks list [--eligible] [--json] [--verbose]``."""
     config = load_config_or_exit(args.config)
     result = _build(config)
-    listing = hooks_listing(config, result)
+    listing = hooks_listing(config.load_spec(), result)
     records = [r for r in result.records if r.eligible or not args.eligible]
     if args.json:
         listing["hooks"] = [r.to_json() for r in records]

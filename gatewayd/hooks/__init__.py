@@ -1,38 +1,51 @@
-"""The hook system as a library: events, the registry and dispatch, and loading hooks from disk.
+"""The hook author's API: what a handler receives, and how a program registers one in code.
 
-Hook authors import what they need from here::
+Hook authors import from here and nowhere else::
 
-    from gatewayd.hooks import HookEvent, HookContext, register_hook
+    from gatewayd.hooks import CommandContext, HookContext, HookEvent
+
+    async def handler(event: HookEvent[CommandContext], ctx: HookContext) -> None:
+        event.messages.append(f"Hello, {event.context.get('args') or 'there'}!")
+
+Each event's context type (``CommandContext``, ``SessionContext``, ...) is declared once in
+:mod:`gatewayd.hooks.schema`, with which fields handlers may change; docs/hooks.md section 4
+documents the same fields (a test keeps the two in step). Everything else under
+``gatewayd.hooks`` (discovery, loading, the registry, the runners, the watcher) is the
+gateway's own machinery and may change without notice.
 """
 
-from gatewayd.hooks.events import EVENT_TYPES, EventKeyError, HookEvent, create_hook_event
-from gatewayd.hooks.handlers import Handler, HandlerKind, HandlerSignatureError, HookContext
-from gatewayd.hooks.loader import HookRecord, LoadResult, build_hooks, hooks_listing, load_hooks
-from gatewayd.hooks.registry import (
-    DispatchReport,
-    HookRegistry,
-    default_registry,
-    register_hook,
-    unregister_hook,
+from gatewayd.hooks.events import HookEvent, create_hook_event
+from gatewayd.hooks.handlers import HookContext
+from gatewayd.hooks.registry import register_hook, unregister_hook
+from gatewayd.hooks.schema import (
+    BaseContext,
+    BootstrapContext,
+    BootstrapFile,
+    CommandContext,
+    GatewayHandle,
+    GatewayShutdownContext,
+    GatewayStartupContext,
+    MessageReceivedContext,
+    MessageSentContext,
+    SessionContext,
+    SessionEntryJson,
 )
 
 __all__ = [
-    "EVENT_TYPES",
-    "DispatchReport",
-    "EventKeyError",
-    "Handler",
-    "HandlerKind",
-    "HandlerSignatureError",
+    "BaseContext",
+    "BootstrapContext",
+    "BootstrapFile",
+    "CommandContext",
+    "GatewayHandle",
+    "GatewayShutdownContext",
+    "GatewayStartupContext",
     "HookContext",
     "HookEvent",
-    "HookRecord",
-    "HookRegistry",
-    "LoadResult",
-    "build_hooks",
+    "MessageReceivedContext",
+    "MessageSentContext",
+    "SessionContext",
+    "SessionEntryJson",
     "create_hook_event",
-    "default_registry",
-    "hooks_listing",
-    "load_hooks",
     "register_hook",
     "unregister_hook",
 ]

@@ -24,15 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from gatewayd.config import Config
 from gatewayd.hooks.metadata import HookManifest, ManifestCache, ManifestError
+from gatewayd.hooks.spec import LoadSpec
 from gatewayd.paths import is_inside
 
 SOURCES: Final = ("extra", "bundled", "managed", "workspace")
 """Root sources in precedence order, lowest first."""
-
-manifests = ManifestCache()
-"""Parsed HOOK.md files of the latest scan (re-parsed whenever a file's bytes change)."""
 
 HANDLER_FILES: Final = (
     ("handler.py", False),
@@ -85,16 +82,15 @@ class Discovery:
     rejected_roots: list[str] = field(default_factory=list)
 
 
-def hook_roots(config: Config) -> tuple[list[HookRoot], list[str]]:
+def hook_roots(spec: LoadSpec) -> tuple[list[HookRoot], list[str]]:
     """The roots in precedence order (lowest first), and a reason per rejected extraDir."""
-    paths = config.paths
-    state_real = Path(os.path.realpath(paths.state))
+    state_real = Path(os.path.realpath(spec.state_dir))
     roots: list[HookRoot] = []
     rejected: list[str] = []
-    for raw in config.settings.hooks.load.extra_dirs:
+    for raw in spec.extra_dirs:
         path = Path(os.path.expanduser(raw))
         if not path.is_absolute():
-            path = paths.state / path
+            path = spec.state_dir / path
         real = Path(os.path.realpath(path))
         if not is_inside(real, state_real):
             rejected.append(
@@ -104,9 +100,9 @@ def hook_roots(config: Config) -> tuple[list[HookRoot], list[str]]:
             continue
         roots.append(HookRoot("extra", path, real))
     for source, path in (
-        ("bundled", paths.bundled_hooks),
-        ("managed", paths.managed_hooks),
-        ("workspace", paths.workspace_hooks),
+        ("bundled", spec.bundled_hooks),
+        ("managed", spec.managed_hooks),
+        ("workspace", spec.workspace_hooks),
     ):
         roots.append(HookRoot(source, path, Path(os.path.realpath(path))))
     return roots, rejected
@@ -150,7 +146,7 @@ def _entries(root: HookRoot) -> Iterator[Path]:
             yield hook_dir
 
 
-def scan(root: HookRoot) -> list[FoundHook]:
+def scan(root: HookRoot, manifests: ManifestCache) -> list[FoundHook]:
     """The hooks in one root, in sorted order, with manifests parsed and handlers looked up."""
     found = []
     for hook_dir in _entries(root):
@@ -166,14 +162,18 @@ def scan(root: HookRoot) -> list[FoundHook]:
     return found
 
 
-def discover(config: Config) -> Discovery:
-    """Scan every root and resolve name conflicts; nothing is imported."""
-    roots, rejected = hook_roots(config)
+def discover(spec: LoadSpec, manifests: ManifestCache | None = None) -> Discovery:
+    """Scan every root and resolve name conflicts; nothing is imported. ``manifests`` caches
+    parsed HOOK.md files across scans (re-parsed whenever a file's bytes change); without one
+    every HOOK.md is parsed afresh."""
+    if manifests is None:
+        manifests = ManifestCache()
+    roots, rejected = hook_roots(spec)
     hooks: list[FoundHook] = []
     winner: dict[str, FoundHook] = {}
     for root in roots:
         in_root: dict[str, FoundHook] = {}
-        for hook in scan(root):
+        for hook in scan(root, manifests):
             hooks.append(hook)
             first = in_root.get(hook.name)
             if first is not None:

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gatewayd.config import HookEntry
 from gatewayd.hooks.metadata import HookManifest
+from gatewayd.hooks.spec import EntrySpec
 
 MISSING_KINDS = ("bins", "anyBins", "env", "config", "os")
 
@@ -94,7 +94,7 @@ class EligibilityChecker:
             found = self._which[name] = shutil.which(name, path=self._path) is not None
         return found
 
-    def check(self, manifest: HookManifest, entry: HookEntry) -> Eligibility:
+    def check(self, manifest: HookManifest, entry: EntrySpec) -> Eligibility:
         """Check one hook; ``entry`` is its ``hooks.entries.<hookKey>`` (env counts there too)."""
         reasons: list[str] = []
         missing = empty_missing()

@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, Generic
+
+from typing_extensions import TypeVar
 
 EVENT_TYPES: Final = frozenset({"command", "session", "agent", "gateway", "message"})
 """The event types a gateway emits; an event key's part before ``:`` must be one of these."""
@@ -22,16 +24,30 @@ class EventKeyError(ValueError):
     """An event key or type that no gateway emits."""
 
 
+ContextT = TypeVar("ContextT", default=dict[str, Any])
+"""An event's context type: a ``TypedDict`` of :mod:`gatewayd.hooks.schema`; a
+bare ``HookEvent`` is ``HookEvent[dict[str, Any]]``."""
+
+
+def _empty_context() -> Any:
+    return {}
+
+
 @dataclass(slots=True, eq=False)
-class HookEvent:
-    """One event. ``messages`` is the reply handlers build; ``context`` carries event details."""
+class HookEvent(Generic[ContextT]):
+    """One event. ``messages`` is the reply handlers build; ``context`` carries event details.
+
+    Annotate a handler with the event's context type to have it checked, e.g.
+    ``async def handler(event: HookEvent[CommandContext]) -> None``; a bare ``HookEvent`` has a
+    ``dict[str, Any]`` context. At run time ``context`` is always a plain ``dict``.
+    """
 
     type: str
     action: str
     session_key: str
     timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
     messages: list[str] = field(default_factory=list)
-    context: dict[str, Any] = field(default_factory=dict)
+    context: ContextT = field(default_factory=_empty_context)
 
     @property
     def key(self) -> str:

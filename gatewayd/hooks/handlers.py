@@ -16,6 +16,8 @@ from typing import Any
 
 import structlog
 
+from gatewayd.hooks.schema import GatewayHandle
+
 
 class HandlerKind(Enum):
     ASYNC = "async"  # awaited on the event loop
@@ -41,6 +43,9 @@ class HookContext:
     """A structlog logger bound to ``hook=<name>``."""
     state_dir: Path
     workspace_dir: Path
+    gateway: GatewayHandle | None = None
+    """The running gateway, for what a hook may ask of it (:class:`GatewayHandle`); ``None``
+    when the hook runs outside a daemon (``gatewayd hooks`` commands, unit tests)."""
 
     def int_setting(self, key: str, default: int, *, minimum: int = 0) -> int:
         """The hook's own integer setting ``key`` (``hooks.entries.<hookKey>.<key>``).
@@ -70,6 +75,8 @@ class Handler:
 
     hook: str
     kind: HandlerKind
+    hook_key: str = ""
+    """The hook's key in ``hooks.entries`` (its name unless HOOK.md sets ``hookKey``)."""
     call: Callable[..., Any] | None = None
     takes_ctx: bool = False
     ctx: HookContext | None = None
@@ -79,6 +86,10 @@ class Handler:
     """This handler's own timeout; ``None`` means the registry default (``hooks.timeoutMs``)."""
     source: str = "code"
     """``code`` for handlers registered in code, else the file hook's source root name."""
+
+    def __post_init__(self) -> None:
+        if not self.hook_key:
+            self.hook_key = self.hook
 
     def invoke(self, event: Any) -> Any:
         """Call the Python handler with the arguments it declared."""
@@ -127,6 +138,7 @@ def make_handler(
     fn: Callable[..., Any],
     *,
     hook: str,
+    hook_key: str | None = None,
     where: str | None = None,
     ctx: HookContext | None = None,
     timeout_s: float | None = None,
@@ -140,7 +152,7 @@ def make_handler(
     if takes_ctx and ctx is None:
         ctx = HookContext(
             hook_name=hook,
-            hook_key=hook,
+            hook_key=hook_key or hook,
             config={},
             env={},
             log=structlog.get_logger("gatewayd.hook").bind(hook=hook),
@@ -149,6 +161,7 @@ def make_handler(
         )
     return Handler(
         hook=hook,
+        hook_key=hook_key or hook,
         kind=HandlerKind.ASYNC if _is_async(fn) else HandlerKind.SYNC,
         call=fn,
         takes_ctx=takes_ctx,

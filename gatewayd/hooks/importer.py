@@ -29,6 +29,7 @@ import hashlib
 import importlib
 import importlib.abc
 import importlib.util
+import itertools
 import os
 import re
 import stat
@@ -109,13 +110,16 @@ class HookPackage:
     """Every module of this package currently in ``sys.modules`` (purged on the next load)."""
 
 
-def package_name(hook_name: str, directory: str | os.PathLike[str], kind: str = "hook") -> str:
-    """The stable package name of a hook: same hook directory, same name, on every load."""
+def package_name(
+    root: str, hook_name: str, directory: str | os.PathLike[str], kind: str = "hook"
+) -> str:
+    """The stable package name of a hook under ``root`` (an importer's root package): same
+    hook directory, same name, on every load."""
     slug = re.sub(r"\W", "_", hook_name, flags=re.ASCII).strip("_") or "hook"
     if slug[0].isdigit():
         slug = "h" + slug
     digest = hashlib.blake2s(f"{kind}\0{os.fspath(directory)}".encode(), digest_size=4)
-    return f"{ROOT_PACKAGE}.{slug}_{digest.hexdigest()}"
+    return f"{root}.{slug}_{digest.hexdigest()}"
 
 
 def _package_spec(name: str, loader: HookImporter, location: str) -> ModuleSpec:
@@ -133,9 +137,18 @@ def _file_spec(name: str, loader: HookImporter, origin: str, package_dir: str | 
 
 
 class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finder and loader for everything under :data:`ROOT_PACKAGE`; see the module docstring."""
+    """Finder and loader for everything under its root package; see the module docstring.
+
+    Each :class:`~gatewayd.hooks.loader.HookLoader` owns one. The first in a process uses
+    :data:`ROOT_PACKAGE`, later ones ``<ROOT_PACKAGE>_<n>``, so two loaders never share modules.
+    """
+
+    _instances = itertools.count(1)
 
     def __init__(self) -> None:
+        n = next(self._instances)
+        self.root = ROOT_PACKAGE if n == 1 else f"{ROOT_PACKAGE}_{n}"
+        """The package every hook of this importer lives under."""
         self._packages: dict[str, HookPackage] = {}
         self._code: dict[str, tuple[bytes, types.CodeType]] = {}
         self._used: set[str] = set()
@@ -149,12 +162,13 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         path: Sequence[str] | None = None,
         target: types.ModuleType | None = None,
     ) -> ModuleSpec | None:
-        if fullname == ROOT_PACKAGE:
+        root = self.root
+        if fullname == root:
             return _package_spec(fullname, self, "")
-        if not fullname.startswith(ROOT_PACKAGE + "."):
+        if not fullname.startswith(root + "."):
             return None
-        head, _, rest = fullname[len(ROOT_PACKAGE) + 1 :].partition(".")
-        package = self._packages.get(f"{ROOT_PACKAGE}.{head}")
+        head, _, rest = fullname[len(root) + 1 :].partition(".")
+        package = self._packages.get(f"{root}.{head}")
         if package is None:
             return None
         if not rest:
@@ -175,8 +189,8 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def exec_module(self, module: types.ModuleType) -> None:
         spec = module.__spec__
         assert spec is not None
-        head = spec.name[len(ROOT_PACKAGE) + 1 :].partition(".")[0]
-        package = self._packages.get(f"{ROOT_PACKAGE}.{head}") if head else None
+        head = spec.name[len(self.root) + 1 :].partition(".")[0]
+        package = self._packages.get(f"{self.root}.{head}") if head else None
         if package is not None:
             package.modules.add(spec.name)
         if spec.origin is None or not spec.has_location:
@@ -205,8 +219,8 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         with self._lock:
             if self not in sys.meta_path:
                 sys.meta_path.insert(0, self)
-            if ROOT_PACKAGE not in sys.modules:
-                importlib.import_module(ROOT_PACKAGE)
+            if self.root not in sys.modules:
+                importlib.import_module(self.root)
 
     def purge(self, name: str) -> None:
         """Drop every module of package ``name`` from ``sys.modules``."""
@@ -259,6 +273,11 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             self._code = {k: v for k, v in self._code.items() if k in self._used}
             self._used = set()
 
-
-importer = HookImporter()
-"""The process-wide hook importer."""
+    def close(self) -> None:
+        """Forget every hook module and leave ``sys.meta_path`` (the gateway is gone)."""
+        with self._lock:
+            self.retain(set())
+            self._code = {}
+            sys.modules.pop(self.root, None)
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)

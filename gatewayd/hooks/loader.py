@@ -37,7 +37,6 @@ from typing import Any
 
 import structlog
 
-from gatewayd.config import Config, HookEntry, LegacyHandler
 from gatewayd.hooks.discovery import Discovery, FoundHook, HookRoot, discover
 from gatewayd.hooks.eligibility import EligibilityChecker, empty_missing
 from gatewayd.hooks.events import EventKeyError, parse_event_key
@@ -49,18 +48,19 @@ from gatewayd.hooks.handlers import (
     make_handler,
 )
 from gatewayd.hooks.importer import (
+    HookImporter,
     UnsafePathError,
     check_file,
-    importer,
     package_name,
     real_path,
 )
+from gatewayd.hooks.metadata import ManifestCache
 from gatewayd.hooks.registry import HookRegistry
+from gatewayd.hooks.schema import GatewayHandle
+from gatewayd.hooks.spec import EntrySpec, LegacyHandlerSpec, LoadSpec
 from gatewayd.paths import is_inside
 
 log = structlog.get_logger("gatewayd.hooks")
-
-_BUILD_LOCK = threading.Lock()  # one build at a time: the importer's packages are global
 
 
 @dataclass
@@ -138,12 +138,12 @@ class LoadResult:
             "failed": list(self.failed),
         }
 
-    def apply(self, registry: HookRegistry, config: Config) -> None:
+    def apply(self, registry: HookRegistry, spec: LoadSpec) -> None:
         """Swap these file hooks into ``registry`` (code hooks stay) and log the outcome.
 
         Call it on the event loop: it is one atomic swap plus the log lines, no I/O.
         """
-        registry.default_timeout_s = config.settings.hooks.timeout_ms / 1000
+        registry.default_timeout_s = spec.timeout_ms / 1000
         registry.set_file_hooks(self.handlers)
         self.log()
 
@@ -224,10 +224,18 @@ def _export(module: types.ModuleType, export: str | None, handler_file: Path) ->
 class _Builder:
     """State for one :func:`build_hooks` call: the config, once-computed inputs, the records."""
 
-    def __init__(self, config: Config) -> None:
-        self.config = config
-        self.hooks_cfg = config.settings.hooks
-        self.checker = EligibilityChecker(config.effective())
+    def __init__(
+        self,
+        spec: LoadSpec,
+        importer: HookImporter,
+        manifests: ManifestCache,
+        gateway: GatewayHandle | None,
+    ) -> None:
+        self.spec = spec
+        self.importer = importer
+        self.manifests = manifests
+        self.gateway = gateway
+        self.checker = EligibilityChecker(spec.effective_config)
         self.environ = types.MappingProxyType(dict(os.environ))
         self.packages: set[str] = set()
         self.records: list[HookRecord] = []
@@ -236,21 +244,22 @@ class _Builder:
 
     # -- one hook ---------------------------------------------------------------------------
 
-    def context(self, name: str, hook_key: str, entry: HookEntry) -> HookContext:
+    def context(self, name: str, hook_key: str, entry: EntrySpec) -> HookContext:
         env: Mapping[str, str] = self.environ
         if entry.env:
             env = types.MappingProxyType({**self.environ, **entry.env})
         return HookContext(
             hook_name=name,
             hook_key=hook_key,
-            config=types.MappingProxyType(entry.model_dump(by_alias=True)),
+            config=entry.settings,
             env=env,
             log=structlog.get_logger("gatewayd.hook").bind(hook=name),
-            state_dir=self.config.paths.state,
-            workspace_dir=self.config.paths.workspace,
+            state_dir=self.spec.state_dir,
+            workspace_dir=self.spec.workspace_dir,
+            gateway=self.gateway,
         )
 
-    def timeout_s(self, entry: HookEntry, own_ms: int | None) -> float | None:
+    def timeout_s(self, entry: EntrySpec, own_ms: int | None) -> float | None:
         ms = entry.timeout_ms if entry.timeout_ms is not None else own_ms
         return ms / 1000 if ms is not None else None
 
@@ -259,7 +268,7 @@ class _Builder:
         *,
         name: str,
         hook_key: str,
-        entry: HookEntry,
+        entry: EntrySpec,
         handler_file: Path,
         directory: str,
         command: bool,
@@ -279,6 +288,7 @@ class _Builder:
                 raise _Failure(str(exc)) from None
             return Handler(
                 hook=name,
+                hook_key=hook_key,
                 kind=HandlerKind.COMMAND,
                 ctx=ctx,
                 command=Path(real),
@@ -286,10 +296,12 @@ class _Builder:
                 timeout_s=timeout_s,
                 source=source,
             )
-        package = package_name(name, directory, kind)
+        package = package_name(self.importer.root, name, directory, kind)
         self.packages.add(package)
         try:
-            module = importer.load(package, directory, handler_file.name, allow_links=allow_links)
+            module = self.importer.load(
+                package, directory, handler_file.name, allow_links=allow_links
+            )
         except UnsafePathError as exc:  # the importer checks every file it loads
             raise _Failure(str(exc)) from None
         except BaseException as exc:  # a hook's module code may raise anything, even SystemExit
@@ -299,6 +311,7 @@ class _Builder:
             return make_handler(
                 fn,
                 hook=name,
+                hook_key=hook_key,
                 where=f"{handler_file}: export {attr!r}",
                 ctx=ctx,
                 timeout_s=timeout_s,
@@ -309,8 +322,9 @@ class _Builder:
 
     def add_found(self, hook: FoundHook, allowed_roots: list[str]) -> None:
         manifest = hook.manifest
+        hooks_enabled = self.spec.enabled
         if manifest is None:
-            entry = self.config.entry(hook.name)
+            entry = self.spec.entry(hook.name)
             self.records.append(
                 HookRecord(
                     name=hook.name,
@@ -323,15 +337,15 @@ class _Builder:
                     events=[],
                     status="invalid",
                     eligible=False,
-                    enabled=entry.enabled and self.hooks_cfg.enabled,
+                    enabled=entry.enabled and hooks_enabled,
                     reasons=list(hook.errors),
                     missing=empty_missing(),
                 )
             )
             return
-        entry = self.config.entry(manifest.hook_key)
+        entry = self.spec.entry(manifest.hook_key)
         check = self.checker.check(manifest, entry)
-        enabled = entry.enabled and self.hooks_cfg.enabled
+        enabled = entry.enabled and hooks_enabled
         record = HookRecord(
             name=manifest.name,
             hook_key=manifest.hook_key,
@@ -359,7 +373,7 @@ class _Builder:
             if not entry.enabled:  # enabling it alone would not make it run: say both
                 record.reasons.append("disabled in config")
             return
-        if not self.hooks_cfg.enabled:
+        if not hooks_enabled:
             record.status = "disabled"
             record.reasons = ["hooks.enabled is false: no file hooks are loaded"]
             return
@@ -399,15 +413,17 @@ class _Builder:
             return
         self.handlers.append((handler, list(manifest.events)))
 
-    def add_legacy(self, index: int, spec: LegacyHandler, roots: list[HookRoot]) -> None:
+    def add_legacy(self, index: int, spec: LegacyHandlerSpec, roots: list[HookRoot]) -> None:
         """A ``hooks.handlers[index]`` entry: must lie inside managed, bundled or workspace."""
         where = f"hooks.handlers[{index}]"
         path = Path(os.path.expanduser(spec.module))
         if not path.is_absolute():
-            base = self.config.source.parent if self.config.source else self.config.paths.state
+            config_file = self.spec.config_file
+            base = config_file.parent if config_file else self.spec.state_dir
             path = base / path
         name = f"{path.parent.name}/{path.stem}"
-        entry = self.config.entry(name)
+        hooks_enabled = self.spec.enabled
+        entry = self.spec.entry(name)
         record = HookRecord(
             name=name,
             hook_key=name,
@@ -419,7 +435,7 @@ class _Builder:
             events=[spec.event],
             status="ready",
             eligible=True,
-            enabled=entry.enabled and self.hooks_cfg.enabled,
+            enabled=entry.enabled and hooks_enabled,
             reasons=[],
             missing=empty_missing(),
         )
@@ -436,7 +452,7 @@ class _Builder:
             record.status = "disabled"
             record.reasons = (
                 ["disabled in config"]
-                if self.hooks_cfg.enabled
+                if hooks_enabled
                 else ["hooks.enabled is false: no file hooks are loaded"]
             )
             return
@@ -477,12 +493,12 @@ class _Builder:
     # -- the whole load ---------------------------------------------------------------------
 
     def build(self) -> LoadResult:
-        found: Discovery = discover(self.config)
+        found: Discovery = discover(self.spec, self.manifests)
         allowed_roots = [str(root.real) for root in found.roots]
         for hook in found.hooks:
             self.add_found(hook, allowed_roots)
-        for index, spec in enumerate(self.hooks_cfg.handlers):
-            self.add_legacy(index, spec, found.roots)
+        for index, legacy in enumerate(self.spec.handlers):
+            self.add_legacy(index, legacy, found.roots)
         skipped = [r.summary_line() for r in self.records if r.status in SKIPPED_STATUSES]
         failed = [r.summary_line() for r in self.records if r.status == "failed"]
         return LoadResult(
@@ -497,47 +513,63 @@ class _Builder:
         )
 
 
-def build_hooks(config: Config) -> LoadResult:
-    """Discover, check and import the hooks of ``config``; touches no registry.
+class HookLoader:
+    """Loads one gateway's hooks from disk.
 
-    Safe to call from a worker thread (builds are serialized). With ``hooks.enabled: false``
-    every hook is still listed (status ``disabled``) but nothing is imported or returned to
-    register. A hook's failure is its record's status and reason; this never raises for one.
+    It owns what outlives a single load: the importer holding the hooks' modules (one package
+    per hook, replaced on every load) and the cache of parsed HOOK.md files. A gateway has one;
+    so does each ``gatewayd hooks`` command. :meth:`close` forgets every module it loaded.
     """
-    with _BUILD_LOCK:
-        importer.install()
-        builder = _Builder(config)
-        result = builder.build()
-        importer.retain(builder.packages)
-        # The previous generation's modules are cycles (functions <-> module dicts); collect
-        # them now rather than whenever the allocator decides to.
-        gc.collect()
+
+    def __init__(self, *, gateway: GatewayHandle | None = None) -> None:
+        self.gateway = gateway
+        """What handlers get as ``ctx.gateway`` (``None`` outside a running daemon)."""
+        self.importer = HookImporter()
+        self.manifests = ManifestCache()
+        self._lock = threading.Lock()  # one build at a time: they share the importer
+
+    def build(self, spec: LoadSpec) -> LoadResult:
+        """Discover, check and import the hooks ``spec`` names; touches no registry.
+
+        Safe to call from a worker thread (builds are serialized). With ``hooks.enabled:
+        false`` every hook is still listed (status ``disabled``) but nothing is imported or
+        returned to register. A hook's failure is its record's status and reason; this never
+        raises for one.
+        """
+        with self._lock:
+            self.importer.install()
+            builder = _Builder(spec, self.importer, self.manifests, self.gateway)
+            result = builder.build()
+            self.importer.retain(builder.packages)
+            # The previous generation's modules are cycles (functions <-> module dicts);
+            # collect them now rather than whenever the allocator decides to.
+            gc.collect()
+            return result
+
+    def load(self, spec: LoadSpec, registry: HookRegistry) -> LoadResult:
+        """:meth:`build` then :meth:`LoadResult.apply`; logs one ``hooks.loaded`` summary."""
+        result = self.build(spec)
+        result.apply(registry, spec)
         return result
 
-
-def load_hooks(config: Config, registry: HookRegistry) -> LoadResult:
-    """:func:`build_hooks` then :meth:`LoadResult.apply`; logs one ``hooks.loaded`` summary.
-
-    ``result.summary()`` is ``{discovered, eligible, registered, skipped, failed}``.
-    """
-    result = build_hooks(config)
-    result.apply(registry, config)
-    return result
+    def close(self) -> None:
+        """Forget every hook module this loader imported."""
+        with self._lock:
+            self.importer.close()
 
 
-def hooks_listing(config: Config, result: LoadResult) -> dict[str, Any]:
+def hooks_listing(spec: LoadSpec, result: LoadResult) -> dict[str, Any]:
     """The ``gatewayd hooks list --json`` document: ``{stateDir, workspaceDir, hooks}``."""
     return {
-        "stateDir": str(config.paths.state),
-        "workspaceDir": str(config.paths.workspace),
+        "stateDir": str(spec.state_dir),
+        "workspaceDir": str(spec.workspace_dir),
         "hooks": [record.to_json() for record in result.records],
     }
 
 
 __all__ = [
+    "HookLoader",
     "HookRecord",
     "LoadResult",
-    "build_hooks",
     "hooks_listing",
-    "load_hooks",
 ]

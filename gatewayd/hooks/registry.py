@@ -1,8 +1,11 @@
 """The hook registry: who handles which event key, and dispatching an event to them.
 
-Two layers (DESIGN.md section 4):
+Two layers (docs/design.md, "Dispatch"):
 
-* handlers registered in code (``register``/``unregister``), which no reload touches;
+* handlers registered in code, which no reload touches: a :class:`CodeHooks` table. A registry
+  has its own unless it is given one; the daemon's registry reads the process-wide
+  :data:`code_hooks` that :func:`register_hook` fills (a program registers its handlers at
+  import time, before any gateway exists, so that one table is process-wide by nature);
 * file hooks, which each load replaces as a whole with :meth:`HookRegistry.set_file_hooks`.
 
 For an event ``type:action`` the plan is: handlers for ``type:action``, then ``type``, then ``*``;
@@ -14,8 +17,8 @@ started with and a reload is one assignment: never half-built, never empty in be
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import anyio
@@ -43,34 +46,16 @@ class DispatchReport(NamedTuple):
     timeouts: int
 
 
-@dataclass(slots=True)
-class DispatchStats:
-    """Running totals over every dispatch of a registry."""
+class CodeHooks:
+    """Handlers registered in code, by event key; the registries reading it see every change."""
 
-    events: int = 0
-    handlers: int = 0
-    errors: int = 0
-    timeouts: int = 0
+    def __init__(self) -> None:
+        self.by_key: dict[str, list[Handler]] = {}
+        self._readers: weakref.WeakSet[HookRegistry] = weakref.WeakSet()
 
-
-class HookRegistry:
-    """Event key -> handlers, in two layers; see the module docstring."""
-
-    def __init__(
-        self,
-        *,
-        default_timeout_s: float = DEFAULT_TIMEOUT_S,
-        hook_threads: int = DEFAULT_HOOK_THREADS,
-    ) -> None:
-        self.default_timeout_s = default_timeout_s
-        self.stats = DispatchStats()
-        self._code: dict[str, list[Handler]] = {}
-        self._files: dict[str, tuple[Handler, ...]] = {}
-        self._plans: dict[str, tuple[Handler, ...]] = {}
-        self._hook_threads = hook_threads
-        self._limiter: CapacityLimiter | None = None
-
-    # -- the code layer -------------------------------------------------------------------
+    def _changed(self) -> None:
+        for registry in self._readers:
+            registry._plans = {}
 
     def register(
         self,
@@ -91,25 +76,57 @@ class HookRegistry:
         else:
             hook = name or str(getattr(fn, "__qualname__", None) or repr(fn))
             handler = make_handler(fn, hook=hook, timeout_s=timeout_s)
-        self._code.setdefault(key, []).append(handler)
-        self._plans = {}
+        self.by_key.setdefault(key, []).append(handler)
+        self._changed()
         return handler
 
     def unregister(self, key: str, fn: Callable[..., Any] | Handler) -> bool:
         """Remove a code handler registered for ``key``; False when it was not there."""
-        handlers = self._code.get(key, [])
+        handlers = self.by_key.get(key, [])
         for i, handler in enumerate(handlers):
             if handler is fn or handler.call is fn:
                 del handlers[i]
                 if not handlers:
-                    del self._code[key]
-                self._plans = {}
+                    del self.by_key[key]
+                self._changed()
                 return True
         return False
 
-    def clear_code_hooks(self) -> None:
-        self._code = {}
-        self._plans = {}
+
+class HookRegistry:
+    """Event key -> handlers, in two layers; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        code: CodeHooks | None = None,
+        default_timeout_s: float = DEFAULT_TIMEOUT_S,
+        hook_threads: int = DEFAULT_HOOK_THREADS,
+    ) -> None:
+        self.default_timeout_s = default_timeout_s
+        self.code = code if code is not None else CodeHooks()
+        """The code layer: this registry's own table, or a shared one such as
+        :data:`code_hooks`."""
+        self.code._readers.add(self)
+        self._files: dict[str, tuple[Handler, ...]] = {}
+        self._plans: dict[str, tuple[Handler, ...]] = {}
+        self._hook_threads = hook_threads
+        self._limiter: CapacityLimiter | None = None
+
+    def register(
+        self,
+        key: str,
+        fn: Callable[..., Any] | Handler,
+        *,
+        name: str | None = None,
+        timeout_s: float | None = None,
+    ) -> Handler:
+        """Register ``fn`` for ``key`` in the code layer (:meth:`CodeHooks.register`)."""
+        return self.code.register(key, fn, name=name, timeout_s=timeout_s)
+
+    def unregister(self, key: str, fn: Callable[..., Any] | Handler) -> bool:
+        """Remove a handler from this registry's code layer; False when it was not there."""
+        return self.code.unregister(key, fn)
 
     # -- the file layer -------------------------------------------------------------------
 
@@ -123,27 +140,21 @@ class HookRegistry:
         # One pair of assignments with no await in between: a dispatch sees old or new.
         self._files, self._plans = files, {}
 
-    def file_hook_keys(self) -> dict[str, tuple[str, ...]]:
-        """Event key -> names of the file hooks registered for it, in load order."""
-        return {key: tuple(h.hook for h in hs) for key, hs in self._files.items()}
-
     # -- dispatch -------------------------------------------------------------------------
 
     def plan(self, event_type: str, key: str) -> tuple[Handler, ...]:
         """The ordered handlers for an event: specific, then type, then ``*``."""
         plan = self._plans.get(key)
         if plan is None:
+            code = self.code.by_key
             plan = tuple(
                 itertools.chain.from_iterable(
-                    (*self._code.get(k, ()), *self._files.get(k, ()))
+                    (*code.get(k, ()), *self._files.get(k, ()))
                     for k in dict.fromkeys((key, event_type, "*"))
                 )
             )
             self._plans[key] = plan
         return plan
-
-    def has_handlers(self, event_type: str, key: str) -> bool:
-        return bool(self.plan(event_type, key))
 
     def _thread_limiter(self) -> CapacityLimiter:
         if self._limiter is None:
@@ -195,11 +206,6 @@ class HookRegistry:
                 errors += 1
             elif outcome is _TIMEOUT:
                 timeouts += 1
-        stats = self.stats
-        stats.events += 1
-        stats.handlers += len(plan)
-        stats.errors += errors
-        stats.timeouts += timeouts
         return DispatchReport(len(plan), errors, timeouts)
 
 
@@ -207,17 +213,23 @@ _ASYNC, _SYNC = HandlerKind.ASYNC, HandlerKind.SYNC
 _ERROR, _TIMEOUT = Outcome.ERROR, Outcome.TIMEOUT
 
 
-default_registry = HookRegistry()
-"""The process-wide registry the gateway dispatches through and hook authors register into."""
+code_hooks = CodeHooks()
+"""The process's code-registered handlers (:func:`register_hook`); the daemon's registry
+runs them before its file hooks."""
 
 
 def register_hook(
     key: str, fn: Callable[..., Any], *, name: str | None = None, timeout_s: float | None = None
 ) -> Handler:
-    """Register ``fn`` for ``key`` in the default registry; it survives every reload."""
-    return default_registry.register(key, fn, name=name, timeout_s=timeout_s)
+    """Register ``fn`` for ``key`` (``type:action``, ``type`` or ``*``) in the process's code
+    layer; it runs in every gateway of this process and survives every reload.
+
+    Raises ``EventKeyError`` for an unknown event type and ``HandlerSignatureError`` for a
+    callable that cannot take ``(event)`` or ``(event, ctx)``.
+    """
+    return code_hooks.register(key, fn, name=name, timeout_s=timeout_s)
 
 
 def unregister_hook(key: str, fn: Callable[..., Any] | Handler) -> bool:
-    """Remove a handler registered with :func:`register_hook`."""
-    return default_registry.unregister(key, fn)
+    """Remove a handler registered with :func:`register_hook`; False when it was not there."""
+    return code_hooks.unregister(key, fn)

@@ -56,7 +56,7 @@ def report_timeout(handler: Handler, event: HookEvent, timeout_s: float) -> Outc
         event_key=event.key,
         session_key=event.session_key,
         timeout_ms=round(timeout_s * 1000),
-        fix=f"make the handler faster or raise hooks.entries.{handler.hook}.timeoutMs",
+        fix=f"make the handler faster or raise hooks.entries.{handler.hook_key}.timeoutMs",
     )
     return Outcome.TIMEOUT
 

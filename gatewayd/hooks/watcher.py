@@ -49,8 +49,8 @@ from anyio.abc import ObjectReceiveStream, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
 from gatewayd import eager
-from gatewayd.config import Config
 from gatewayd.hooks.discovery import hook_roots
+from gatewayd.hooks.spec import LoadSpec
 from gatewayd.paths import bundled_hooks_is_checkout
 
 log = structlog.get_logger("gatewayd.watch")
@@ -115,16 +115,16 @@ class WatchSpec:
         return self.roots + self.files
 
 
-def watch_spec(config: Config) -> WatchSpec:
-    """What a daemon with ``config`` watches: every hook root it loads from (the bundled one
-    only in a source checkout, where it can be edited) and its config file (or the default
-    location, so that creating one is noticed)."""
-    roots, _ = hook_roots(config)
+def watch_spec(spec: LoadSpec, config_file: Path) -> WatchSpec:
+    """What a daemon loading ``spec`` watches: every hook root it loads from (the bundled one
+    only in a source checkout, where it can be edited) and ``config_file`` (the one in use, or
+    the default location, so that creating one is noticed)."""
+    roots, _ = hook_roots(spec)
     watched = tuple(r.path for r in roots if r.source != "bundled" or bundled_hooks_is_checkout())
-    load = config.settings.hooks.load
+    load = spec.watch
     return WatchSpec(
         roots=watched,
-        files=(config.paths.config_file,),
+        files=(config_file,),
         debounce_ms=load.debounce_ms,
         poll=load.poll,
         poll_interval_ms=load.poll_interval_ms,

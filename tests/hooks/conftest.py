@@ -2,13 +2,13 @@
 
 ``roots`` points the bundled root at an empty temp dir (instead of the checkout's ``hooks/``) so
 each test sees only the hooks it writes; ``build(config)`` writes ``config`` (a dict) as the
-state dir's ``gatewayd.yaml`` and runs ``build_hooks`` on it.
+state dir's ``gatewayd.yaml`` and builds it with the test's own ``HookLoader`` (``loader``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from hooks_support import Build, Roots
 
 import gatewayd.paths
 from gatewayd.config import Config, load_config
-from gatewayd.hooks.loader import LoadResult, build_hooks
+from gatewayd.hooks.loader import HookLoader, LoadResult
 
 
 @pytest.fixture
@@ -52,10 +52,18 @@ def config_for(roots: Roots) -> Callable[..., Config]:
 
 
 @pytest.fixture
-def build(config_for: Callable[..., Config]) -> Build:
-    """``build(config_dict=None)``: write the config (if given) and run ``build_hooks``."""
+def loader() -> Iterator[HookLoader]:
+    """A hook loader of the test's own (its importer and manifest cache), closed after it."""
+    own = HookLoader()
+    yield own
+    own.close()
+
+
+@pytest.fixture
+def build(config_for: Callable[..., Config], loader: HookLoader) -> Build:
+    """``build(config_dict=None)``: write the config (if given) and build it with ``loader``."""
 
     def run(config: dict[str, Any] | None = None) -> LoadResult:
-        return build_hooks(config_for(config))
+        return loader.build(config_for(config).load_spec())
 
     return run

@@ -10,7 +10,9 @@ from pathlib import Path
 import anyio
 import structlog
 
-from gatewayd.hooks import Handler, HandlerKind, HookEvent, HookRegistry, create_hook_event
+from gatewayd.hooks import HookEvent, create_hook_event
+from gatewayd.hooks.handlers import Handler, HandlerKind
+from gatewayd.hooks.registry import HookRegistry
 from gatewayd.hooks.runners import parse_command_output
 
 

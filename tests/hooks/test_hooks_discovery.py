@@ -14,7 +14,7 @@ from gatewayd.hooks.discovery import discover, find_handler, hook_roots
 
 def test_roots_in_precedence_order(roots: Roots, config_for: Callable[..., Config]) -> None:
     config = config_for({"hooks": {"load": {"extraDirs": [str(roots.extra), "more"]}}})
-    found, rejected = hook_roots(config)
+    found, rejected = hook_roots(config.load_spec())
     assert [(r.source, r.path) for r in found] == [
         ("extra", roots.extra),
         ("extra", roots.state / "more"),  # relative extraDirs are relative to the state dir
@@ -196,6 +196,6 @@ def test_discover_does_not_import(
 ) -> None:
     marker = roots.state / "imported"
     write_hook(roots.managed, "x", handler=f"open({str(marker)!r}, 'w').close()\n")
-    found = discover(config_for())
+    found = discover(config_for().load_spec())
     assert [h.name for h in found.hooks] == ["x"]
     assert not marker.exists()

@@ -15,10 +15,10 @@ import pytest
 import structlog
 from hooks_support import Build, Roots, WriteHook
 
-from gatewayd.config import Config
-from gatewayd.hooks import HandlerKind, HookEvent, HookRegistry, create_hook_event
-from gatewayd.hooks.importer import ROOT_PACKAGE
-from gatewayd.hooks.loader import LoadResult, build_hooks, hooks_listing, load_hooks
+from gatewayd.hooks import HookEvent, create_hook_event
+from gatewayd.hooks.handlers import HandlerKind
+from gatewayd.hooks.loader import HookLoader, LoadResult, hooks_listing
+from gatewayd.hooks.registry import HookRegistry
 
 
 def fire(registry: HookRegistry, key: str = "command:new") -> HookEvent:
@@ -39,15 +39,15 @@ def record(result: LoadResult, name: str) -> Any:
     return found
 
 
-def hook_modules() -> list[str]:
-    return sorted(m for m in sys.modules if m.startswith(ROOT_PACKAGE + "."))
+def hook_modules(loader: HookLoader) -> list[str]:
+    return sorted(m for m in sys.modules if m.startswith(loader.importer.root + "."))
 
 
 # -- the happy path and the result contract ---------------------------------------------------
 
 
-def test_load_hooks_registers_and_dispatches(
-    roots: Roots, config_for: Any, write_hook: WriteHook
+def test_load_registers_and_dispatches(
+    roots: Roots, config_for: Any, write_hook: WriteHook, loader: HookLoader
 ) -> None:
     write_hook(roots.managed, "hello", events=["command:new", "command"])
     write_hook(
@@ -57,7 +57,7 @@ def test_load_hooks_registers_and_dispatches(
     )
     registry = HookRegistry()
     with structlog.testing.capture_logs() as logs:
-        result = load_hooks(config_for(), registry)
+        result = loader.load(config_for().load_spec(), registry)
     assert result.summary() == {
         "discovered": 2,
         "eligible": 2,
@@ -116,10 +116,12 @@ def test_summary_accounts_for_every_hook(roots: Roots, build: Build, write_hook:
     )
 
 
-def test_listing_document(roots: Roots, config_for: Any, write_hook: WriteHook) -> None:
+def test_listing_document(
+    roots: Roots, config_for: Any, write_hook: WriteHook, loader: HookLoader
+) -> None:
     write_hook(roots.managed, "shown", meta={"emoji": "🔔", "hookKey": "shown-key"})
-    config: Config = config_for()
-    listing = hooks_listing(config, build_hooks(config))
+    spec = config_for().load_spec()
+    listing = hooks_listing(spec, loader.build(spec))
     assert listing["stateDir"] == str(roots.state)
     assert listing["workspaceDir"] == str(roots.state / "workspace")
     assert listing["hooks"] == [
@@ -143,16 +145,16 @@ def test_listing_document(roots: Roots, config_for: Any, write_hook: WriteHook) 
     json.dumps(listing)  # plain JSON data
 
 
-def test_build_hooks_runs_in_a_worker_thread(
-    roots: Roots, config_for: Any, write_hook: WriteHook
+def test_build_runs_in_a_worker_thread(
+    roots: Roots, config_for: Any, write_hook: WriteHook, loader: HookLoader
 ) -> None:
     write_hook(roots.managed, "threaded")
-    config = config_for()
+    spec = config_for().load_spec()
 
     async def main() -> list[str]:
-        result = await anyio.to_thread.run_sync(build_hooks, config)
+        result = await anyio.to_thread.run_sync(loader.build, spec)
         registry = HookRegistry()
-        result.apply(registry, config)
+        result.apply(registry, spec)
         event = create_hook_event("command", "new", "s")
         await registry.dispatch(event)
         return event.messages
@@ -191,14 +193,14 @@ def test_no_events_skips_without_importing(
 
 
 def test_hooks_enabled_false_clears_file_hooks_but_keeps_code_hooks(
-    roots: Roots, config_for: Any, write_hook: WriteHook
+    roots: Roots, config_for: Any, write_hook: WriteHook, loader: HookLoader
 ) -> None:
     write_hook(roots.managed, "filehook")
     registry = HookRegistry()
     registry.register("command:new", lambda e: e.messages.append("code"), name="code")
-    load_hooks(config_for(), registry)
+    loader.load(config_for().load_spec(), registry)
     assert fire(registry).messages == ["code", "filehook"]
-    result = load_hooks(config_for({"hooks": {"enabled": False}}), registry)
+    result = loader.load(config_for({"hooks": {"enabled": False}}).load_spec(), registry)
     assert fire(registry).messages == ["code"]
     assert result.handlers == []
     rec = record(result, "filehook")
@@ -207,10 +209,10 @@ def test_hooks_enabled_false_clears_file_hooks_but_keeps_code_hooks(
 
 
 def test_apply_sets_the_default_timeout(
-    roots: Roots, config_for: Any, write_hook: WriteHook
+    roots: Roots, config_for: Any, write_hook: WriteHook, loader: HookLoader
 ) -> None:
     registry = HookRegistry()
-    load_hooks(config_for({"hooks": {"timeoutMs": 1234}}), registry)
+    loader.load(config_for({"hooks": {"timeoutMs": 1234}}).load_spec(), registry)
     assert registry.default_timeout_s == pytest.approx(1.234)
 
 
@@ -456,21 +458,21 @@ def test_an_edit_100ms_after_a_load_is_seen_even_with_same_size_and_mtime(
 
 
 def test_reloads_do_not_grow_sys_modules_and_names_are_stable(
-    roots: Roots, build: Build, write_hook: WriteHook
+    roots: Roots, build: Build, write_hook: WriteHook, loader: HookLoader
 ) -> None:
     hook = write_hook(
         roots.managed, "stable", handler="from . import side\n" + "handler = side.h\n"
     )
     (hook / "side.py").write_text("async def h(event):\n    pass\n")
     build()
-    before = hook_modules()
+    before = hook_modules(loader)
     for _ in range(25):
         build()
-    assert hook_modules() == before
+    assert hook_modules(loader) == before
     assert len([m for m in before if m.endswith(".handler")]) == 1
     (hook / "HOOK.md").unlink()  # the hook is gone: its modules leave sys.modules
     build()
-    assert hook_modules() == []
+    assert hook_modules(loader) == []
 
 
 def test_module_identity_is_fresh_per_load_and_old_handlers_keep_working(
@@ -494,7 +496,9 @@ def test_module_identity_is_fresh_per_load_and_old_handlers_keep_working(
     assert messages(first) == ["v2"]  # a lazy import sees the current package: documented
 
 
-def test_module_attributes(roots: Roots, build: Build, write_hook: WriteHook) -> None:
+def test_module_attributes(
+    roots: Roots, build: Build, write_hook: WriteHook, loader: HookLoader
+) -> None:
     hook = write_hook(
         roots.managed,
         "attrs",
@@ -512,7 +516,7 @@ def test_module_attributes(roots: Roots, build: Build, write_hook: WriteHook) ->
     )
     (message,) = messages(build())
     name, file, text = message.split("|")
-    assert name.startswith(f"{ROOT_PACKAGE}.attrs_") and name.endswith(".handler")
+    assert name.startswith(f"{loader.importer.root}.attrs_") and name.endswith(".handler")
     assert (file, text) == ("handler.py", "ok")
     assert dataclasses.is_dataclass(sys.modules[name].Reply)
     assert not (hook / "__pycache__").exists()  # compiled from source, nothing written
@@ -529,7 +533,13 @@ def test_module_attributes(roots: Roots, build: Build, write_hook: WriteHook) ->
     ],
 )
 def test_module_level_failures_fail_only_that_hook(
-    roots: Roots, build: Build, write_hook: WriteHook, code: str, line: int, error: str
+    roots: Roots,
+    build: Build,
+    write_hook: WriteHook,
+    loader: HookLoader,
+    code: str,
+    line: int,
+    error: str,
 ) -> None:
     write_hook(roots.managed, "bad", handler=code)
     write_hook(roots.managed, "good")
@@ -540,7 +550,7 @@ def test_module_level_failures_fail_only_that_hook(
     assert rec.reasons[0].startswith(f"import failed: {handler}:{line}: ")
     assert error in rec.reasons[0]
     assert messages(result) == ["good"]
-    assert not [m for m in hook_modules() if "bad" in m]
+    assert not [m for m in hook_modules(loader) if "bad" in m]
 
 
 def test_failure_inside_a_sibling_module_names_that_file(

@@ -1,0 +1,77 @@
+"""What the hook library needs to know to load hooks: a small, frozen load spec.
+
+The library (discovery, eligibility, loader, watcher) reads only this, never the application's
+config model, so it can be used and tested on its own. The daemon builds one from its config
+(``Config.load_spec()``) on every start and reload.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_EMPTY: Mapping[str, Any] = types.MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class EntrySpec:
+    """One ``hooks.entries.<hookKey>`` entry: the typed keys, and the whole entry as written."""
+
+    enabled: bool = True
+    env: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    timeout_ms: int | None = None
+    settings: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    """The entry with Eliza key names (``enabled``, ``env``, ``timeoutMs`` and the hook's own
+    settings): what ``ctx.config`` shows the hook."""
+
+
+DEFAULT_ENTRY = EntrySpec()
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyHandlerSpec:
+    """One ``hooks.handlers[]`` entry: a module file run for one event."""
+
+    event: str
+    module: str
+    export: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WatchSettings:
+    """``hooks.load`` settings of the watcher."""
+
+    watch: bool = True
+    debounce_ms: int = 5
+    poll: bool = False
+    poll_interval_ms: int = 300
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSpec:
+    """Everything one load reads besides the files themselves."""
+
+    state_dir: Path
+    workspace_dir: Path
+    bundled_hooks: Path
+    managed_hooks: Path
+    workspace_hooks: Path
+    extra_dirs: tuple[str, ...] = ()
+    """``hooks.load.extraDirs`` as written: relative ones are under ``state_dir``."""
+    enabled: bool = True
+    """``hooks.enabled``: false lists every hook as disabled and loads none."""
+    timeout_ms: int = 30_000
+    entries: Mapping[str, EntrySpec] = field(default_factory=lambda: _EMPTY)
+    handlers: tuple[LegacyHandlerSpec, ...] = ()
+    effective_config: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    """The effective config as plain data: what ``requires.config`` dot paths look at."""
+    config_file: Path | None = None
+    """The config file in use (relative ``hooks.handlers`` modules resolve beside it)."""
+    watch: WatchSettings = field(default_factory=WatchSettings)
+
+    def entry(self, hook_key: str) -> EntrySpec:
+        """``hooks.entries.<hook_key>``, or the all-defaults entry."""
+        return self.entries.get(hook_key, DEFAULT_ENTRY)
