@@ -1,15 +1,16 @@
 """boot-md: deliver ``<workspace>/BOOT.md`` as an inbound message when the gateway starts.
 
-The gateway passes itself as ``context["gateway"]``; its ``deliver(..., wait=False)`` queues the
-message and returns at once. Waiting here would deadlock: ``gateway:startup`` is being dispatched
-by the same dispatcher that has to process the message.
+It delivers through ``ctx.gateway`` (the gateway handle every hook gets inside the daemon);
+``deliver(..., wait=False)`` queues the message and returns at once. Waiting here would
+deadlock: ``gateway:startup`` is being dispatched by the same dispatcher that has to process
+the message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+
+from gatewayd.hooks import GatewayStartupContext, HookContext, HookEvent
 
 BOOT_FILE = "BOOT.md"
 SESSION_KEY = "agent:main:boot"
@@ -30,9 +31,9 @@ def read_boot_file(path: Path) -> str | None:
     return data.decode("utf-8", errors="replace")
 
 
-async def handler(event: Any, ctx: Any) -> None:
+async def handler(event: HookEvent[GatewayStartupContext], ctx: HookContext) -> None:
     """Deliver BOOT.md for this ``gateway:startup``; logs ran / skipped / failed, never raises."""
-    context: Mapping[str, Any] = event.context or {}
+    context = event.context or {}
     path = Path(context.get("workspaceDir") or ctx.workspace_dir) / BOOT_FILE
     try:
         text = read_boot_file(path)
@@ -42,11 +43,10 @@ async def handler(event: Any, ctx: Any) -> None:
         if not text.strip():
             ctx.log.info("boot_md.skipped", reason="empty", path=str(path))
             return
-        gateway = context.get("gateway")
+        gateway = ctx.gateway or context.get("gateway")
         if gateway is None:
             raise RuntimeError(
-                "the event has no context['gateway'] to deliver through "
-                "(gateway:startup fired by hand with `gatewayd trigger`?)"
+                "no gateway to deliver through: boot-md runs inside `gatewayd run` only"
             )
         await gateway.deliver(SESSION_KEY, text, sender_id=SENDER_ID, channel=CHANNEL, wait=False)
     except Exception as exc:

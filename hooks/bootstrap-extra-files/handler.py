@@ -17,6 +17,7 @@ from collections.abc import Mapping, MutableSequence
 from pathlib import Path
 from typing import Any
 
+from gatewayd.hooks import BootstrapContext, HookContext, HookEvent
 from gatewayd.paths import is_inside
 from gatewayd.sessions import BOOTSTRAP_NAMES
 
@@ -118,7 +119,7 @@ def extend(files: list[Any], workspace: Path, globs: list[str], log: Any) -> Non
             )
 
 
-def handler(event: Any, ctx: Any) -> None:
+def handler(event: HookEvent[BootstrapContext], ctx: HookContext) -> None:
     """Extend and filter ``event.context["bootstrapFiles"]`` in place; never raises."""
     try:
         files = event.context.setdefault("bootstrapFiles", [])

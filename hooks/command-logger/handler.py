@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from gatewayd.hooks import CommandContext, HookContext, HookEvent
 from gatewayd.timestamps import iso_utc
 
 LOG_NAME = "commands.log"
@@ -24,7 +25,7 @@ DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 DEFAULT_BACKUPS = 5
 
 
-def format_line(event: Any) -> bytes:
+def format_line(event: HookEvent[CommandContext]) -> bytes:
     """The log line for one command event, newline included."""
     context: Mapping[str, Any] = event.context or {}
     record = {
@@ -79,7 +80,7 @@ def append_line(path: Path, line: bytes, *, max_bytes: int, backups: int) -> Non
             os.close(fd)
 
 
-def handler(event: Any, ctx: Any) -> None:
+def handler(event: HookEvent[CommandContext], ctx: HookContext) -> None:
     """Log one ``command:<name>`` event; never raises."""
     path = Path(ctx.state_dir) / "logs" / LOG_NAME
     try:

@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gatewayd.hooks import CommandContext, HookContext, HookEvent
+
 DEFAULT_MESSAGES = 15
 SLUG_MAX = 30
 ROLES = ("user", "assistant")
@@ -138,7 +140,7 @@ def write_new_file(directory: Path, stem: str, content: str) -> Path:
             os.unlink(tmp)
 
 
-def save(event: Any, ctx: Any) -> None:
+def save(event: HookEvent[CommandContext], ctx: HookContext) -> None:
     """Write the memory file for the session ``event`` ends, or log why there is none."""
     context: Mapping[str, Any] = event.context or {}
     previous = context.get("previousSessionEntry")
@@ -171,7 +173,7 @@ def save(event: Any, ctx: Any) -> None:
     ctx.log.info("session_memory.saved", path=str(path), messages=len(conv.last))
 
 
-def handler(event: Any, ctx: Any) -> None:
+def handler(event: HookEvent[CommandContext], ctx: HookContext) -> None:
     """Save the ending session's conversation; never raises."""
     try:
         save(event, ctx)
