@@ -221,7 +221,7 @@ def test_boot_md_missing_empty_and_failing(make_ctx: Callable[..., HookContext])
 
     write(Path(ctx.workspace_dir) / "BOOT.md", "hello")
     startup(ctx, None)  # no gateway to deliver through
-    assert "no context['gateway']" in ctx.log.find("boot_md.failed")["error"]
+    assert "no gateway to deliver through" in ctx.log.find("boot_md.failed")["error"]
     write(Path(ctx.workspace_dir) / "BOOT.md", "x" * (1024 * 1024 + 1))
     startup(ctx, gateway)
     assert "over 1048576 bytes" in ctx.log.find("boot_md.failed")["error"]
