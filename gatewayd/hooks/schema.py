@@ -15,7 +15,8 @@ absent from an event a client triggered by hand, so read with ``.get()`` where t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
 if TYPE_CHECKING:
@@ -86,8 +87,18 @@ MessageReceivedContext = TypedDict(
 """``message:received``: every inbound message, before anything else it causes."""
 
 
+class MessageSendingContext(BaseContext, total=False):
+    """``message:sending``: a reply line about to be delivered; handlers may rewrite or cancel it
+    (return ``{"content": ...}`` or ``{"cancel": True, "reason": ...}``)."""
+
+    to: str
+    content: str
+    channelId: str
+    sessionKey: str
+
+
 class MessageSentContext(BaseContext, total=False):
-    """``message:sent``: each reply line after it was delivered."""
+    """``message:sent``: each reply line after it was delivered, or why it was not."""
 
     to: str
     content: str
@@ -95,6 +106,73 @@ class MessageSentContext(BaseContext, total=False):
     sessionKey: str
     success: bool
     timestamp: str
+    reason: str
+    """Why it was not sent: a ``message:sending`` handler cancelled it."""
+    error: str
+    """Why it was not sent: the delivery failed."""
+
+
+class AgentStartContext(BaseContext, total=False):
+    """``agent:before_start``: the agent runtime is about to run a turn; handlers return
+    ``{"prependContext": ...}`` (joined in order) or ``{"systemPrompt": ...}``."""
+
+    sessionKey: str
+    prompt: str
+    messages: list[Any]
+    prependContext: str
+    """What earlier handlers returned to prepend, joined so far."""
+
+
+class AgentEndContext(BaseContext, total=False):
+    """``agent:end``: a turn of the agent runtime ended."""
+
+    sessionKey: str
+    messages: list[Any]
+    success: bool
+    error: str
+    durationMs: float
+
+
+class ToolCallContext(BaseContext, total=False):
+    """``agent:before_tool_call``: handlers may block the call (``{"block": True, "reason":
+    ...}``) or change its ``params``."""
+
+    sessionKey: str
+    toolName: str
+    toolCallId: str
+    params: dict[str, Any]
+
+
+class ToolResultContext(BaseContext, total=False):
+    """``agent:after_tool_call``: a tool call finished."""
+
+    sessionKey: str
+    toolName: str
+    toolCallId: str
+    params: dict[str, Any]
+    result: Any
+    error: str
+    durationMs: float
+
+
+class ToolResultPersistContext(BaseContext, total=False):
+    """``agent:tool_result_persist``: a tool result about to enter the transcript; handlers may
+    return ``{"message": ...}`` to store another."""
+
+    sessionKey: str
+    toolName: str
+    toolCallId: str
+    message: Any
+    isSynthetic: bool
+
+
+class CompactionContext(BaseContext, total=False):
+    """``agent:before_compaction`` and ``agent:after_compaction``."""
+
+    sessionKey: str
+    messageCount: int
+    tokenCount: int
+    compactedCount: int
 
 
 class CommandContext(BaseContext, total=False):
@@ -139,6 +217,17 @@ class GatewayShutdownContext(BaseContext, total=False):
     reason: str
 
 
+class Merge(Enum):
+    """How the values several handlers return for one result field combine."""
+
+    LAST = "last"
+    """The last handler (in priority order) that returned the field wins."""
+    FIRST = "first"
+    """The first handler that returned the field wins (``block``, ``cancel``, their reason)."""
+    JOIN = "join"
+    """Strings are joined with a blank line, in order (``prependContext``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class EventSpec:
     """One event the gateway fires: its key, context type and contract."""
@@ -151,6 +240,11 @@ class EventSpec:
     """Context fields the gateway reads back after the handlers ran."""
     reply: Literal["sender", "caller", "nowhere"]
     """Where ``event.messages`` goes."""
+    results: Mapping[str, Merge] = field(default_factory=dict)
+    """The fields a handler may return (a dict) and how they merge; a returned field that is
+    also a context field is written to the context, so later handlers see the rewrite."""
+    stop: str | None = None
+    """A result field that, once true, ends the chain: no lower-priority handler runs."""
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -166,8 +260,18 @@ EVENTS: Mapping[str, EventSpec] = {
         EventSpec(
             "message:received",
             MessageReceivedContext,
-            frozenset(),
+            frozenset({"content"}),
             "sender",
+            {"content": Merge.LAST, "block": Merge.FIRST, "reason": Merge.FIRST},
+            stop="block",
+        ),
+        EventSpec(
+            "message:sending",
+            MessageSendingContext,
+            frozenset({"content"}),
+            "nowhere",
+            {"content": Merge.LAST, "cancel": Merge.FIRST, "reason": Merge.FIRST},
+            stop="cancel",
         ),
         EventSpec(
             "message:sent",
@@ -189,11 +293,41 @@ EVENTS: Mapping[str, EventSpec] = {
             frozenset({"bootstrapFiles"}),
             "sender",
         ),
+        EventSpec(
+            "agent:before_start",
+            AgentStartContext,
+            frozenset({"prependContext"}),
+            "caller",
+            {"prependContext": Merge.JOIN, "systemPrompt": Merge.LAST},
+        ),
+        EventSpec("agent:end", AgentEndContext, frozenset(), "caller"),
+        EventSpec(
+            "agent:before_tool_call",
+            ToolCallContext,
+            frozenset({"params"}),
+            "caller",
+            {"params": Merge.LAST, "block": Merge.FIRST, "reason": Merge.FIRST},
+            stop="block",
+        ),
+        EventSpec("agent:after_tool_call", ToolResultContext, frozenset(), "caller"),
+        EventSpec(
+            "agent:tool_result_persist",
+            ToolResultPersistContext,
+            frozenset({"message"}),
+            "caller",
+            {"message": Merge.LAST},
+        ),
+        EventSpec("agent:before_compaction", CompactionContext, frozenset(), "caller"),
+        EventSpec("agent:after_compaction", CompactionContext, frozenset(), "caller"),
         EventSpec("gateway:startup", GatewayStartupContext, frozenset(), "nowhere"),
         EventSpec("gateway:shutdown", GatewayShutdownContext, frozenset(), "nowhere"),
     )
 }
 """Every event the gateway fires, by key; ``command`` stands for every ``command:<name>``."""
+
+
+DECISION_EVENTS = frozenset(key for key, spec in EVENTS.items() if spec.results)
+"""Events whose handlers may return a result the caller acts on."""
 
 
 def spec_for(key: str) -> EventSpec | None:
