@@ -33,7 +33,7 @@ import anyio
 import structlog
 
 from gatewayd.hooks.events import HookEvent, create_hook_event
-from gatewayd.sessions import SessionEntry, SessionManager, read_bootstrap_files
+from gatewayd.sessions import SessionEntry, SessionManager, message, read_bootstrap_files
 from gatewayd.timestamps import iso_now
 from gatewayd.triggers import QueueClosed, Ticket, TriggerQueue
 
@@ -126,11 +126,9 @@ class CommandRouter:
                 continue
             messages.extend(str(m) for m in event.messages)
         if entry is not None:
-            self.sessions.append(
-                entry, "user", msg.text, senderId=msg.sender_id, channel=msg.channel
-            )
-            for text in messages:
-                self.sessions.append(entry, "assistant", text)
+            user = message("user", msg.text, senderId=msg.sender_id, channel=msg.channel)
+            replies = [message("assistant", text) for text in messages]
+            await self.sessions.append(entry, [user, *replies])
         for text in messages:
             sent = self._event(
                 "message",
@@ -167,7 +165,7 @@ class CommandRouter:
             )
         ]
         if command is not None and command.name in RESET_COMMANDS:
-            ending = self.sessions.end(key)
+            ending = await self.sessions.end(key)
             if ending is not None:
                 tickets.append(await submit(self._session_event("end", ending, command.name)))
             tickets.append(await submit(self._command_event(msg, command, ending, ending)))
@@ -214,7 +212,7 @@ class CommandRouter:
         )
 
     async def _start_session(self, session_key: str, reason: str) -> list[Ticket]:
-        entry = self.sessions.start(session_key)
+        entry = await self.sessions.start(session_key)
         log.info("session.started", session_key=session_key, session_id=entry.session_id)
         start = await self.queue.submit(self._session_event("start", entry, reason))
         bootstrap = await self.queue.submit(await self.bootstrap_event(session_key, entry))

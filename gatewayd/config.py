@@ -149,6 +149,13 @@ class HooksConfig(_Model):
     handlers: list[LegacyHandler] = []
 
 
+class SessionsConfig(_Model):
+    transcript_max_bytes: int = Field(10 * 1024 * 1024, ge=0)
+    """A transcript about to grow past this is rotated to ``<sessionId>.jsonl.1``; 0: never."""
+    transcript_backups: int = Field(3, ge=0)
+    """Rotated transcripts kept per session (``.1`` newest); 0 keeps none."""
+
+
 class LoggingConfig(_Model):
     level: Literal["debug", "info", "warning", "error"] = "info"
     format: Literal["auto", "json", "console"] = "auto"
@@ -171,6 +178,7 @@ class Settings(BaseSettings):
     gateway: GatewayConfig = GatewayConfig()
     workspace: WorkspaceConfig = WorkspaceConfig()
     hooks: HooksConfig = HooksConfig()
+    sessions: SessionsConfig = SessionsConfig()
     logging: LoggingConfig = LoggingConfig()
 
     @classmethod

@@ -3,15 +3,14 @@
 ``gatewayd hooks enable|disable`` write ``hooks.entries.<hookKey>.enabled`` and ``gatewayd hooks
 install --link`` / ``uninstall`` add and remove ``hooks.load.extraDirs`` entries, all through a
 round-trip YAML editor (ruamel.yaml): each checks that the result is still a valid config and
-replaces the file atomically, so a running daemon's watcher sees one complete new version and
-reloads it.
+replaces the file atomically (:func:`gatewayd.atomic.atomic_write`: the old file's mode and owner
+kept), so a running daemon's watcher sees one complete new version and reloads it.
 """
 
 from __future__ import annotations
 
 import io
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from pydantic import ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from gatewayd.atomic import atomic_write
 from gatewayd.config import ConfigError, Settings, fold_internal, format_errors, read_config_file
 from gatewayd.yamlio import load_yaml
 
@@ -160,16 +160,9 @@ def _validate(path: Path, text: str) -> None:
 
 
 def _atomic_write(path: Path, text: str) -> None:
+    """Replace the config file whole; a symlinked config is written where the link points, and
+    the file keeps its mode and (when run as root) its owner, so ``sudo gatewayd hooks
+    disable`` leaves a file the daemon's user can still read."""
+    path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o600
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, text, mode=0o600)

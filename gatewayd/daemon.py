@@ -49,7 +49,7 @@ from gatewayd.hooks.watcher import (
     watch_spec,
 )
 from gatewayd.logging import LogFormat, configure_logging
-from gatewayd.sessions import SessionManager
+from gatewayd.sessions import SessionManager, TranscriptLimits
 from gatewayd.systemd import Notifier, watchdog_interval, watchdog_loop
 from gatewayd.timestamps import iso_utc
 from gatewayd.triggers import Dispatcher, QueueClosed, TriggerQueue
@@ -67,6 +67,11 @@ def _restart_only(config: Config) -> dict[str, Any]:
         "gateway.control.socket": config.paths.control_socket,
         "gateway.queue.concurrency": config.settings.gateway.queue.concurrency,
     }
+
+
+def _transcript_limits(config: Config) -> TranscriptLimits:
+    sessions = config.settings.sessions
+    return TranscriptLimits(sessions.transcript_max_bytes, sessions.transcript_backups)
 
 
 def configure_logs(config: Config, level: str | None, fmt: LogFormat | None) -> None:
@@ -131,7 +136,7 @@ class Gateway:
         gw = config.settings.gateway
         self.queue = TriggerQueue(gw.queue.capacity)
         self.dispatcher = Dispatcher(self.queue, self.registry, gw.queue.concurrency)
-        self.sessions = SessionManager(config.paths.sessions)
+        self.sessions = SessionManager(config.paths.sessions, _transcript_limits(config))
         self.router = CommandRouter(self.queue, self.sessions, self.event_base)
         control = ControlChannel(
             self,
@@ -330,6 +335,7 @@ class Gateway:
                 note="these settings keep their old values until gatewayd restarts",
             )
         self.queue.resize(config.settings.gateway.queue.capacity)
+        self.sessions.limits = _transcript_limits(config)
         configure_logs(config, *self._log_overrides)
         self.config = config
         self._set_base(config)
@@ -411,7 +417,7 @@ class Gateway:
         spec = self.config.load_spec()
         self._load = await anyio.to_thread.run_sync(self.loader.build, spec)
         self._load.apply(self.registry, spec)
-        self.sessions.load()
+        await anyio.to_thread.run_sync(self.sessions.load)
         await tg.start(self.dispatcher.run)
         try:
             for channel in self.channels:

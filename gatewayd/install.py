@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from gatewayd.atomic import atomic_write
 from gatewayd.config import Config
 from gatewayd.config_edit import add_extra_dir, remove_extra_dir
 from gatewayd.hookpack import (
@@ -94,21 +95,11 @@ class InstallRecords:
         return records
 
     def save(self) -> None:
-        """Replace the file atomically (temp file + fsync + rename)."""
+        """Replace the file atomically (:func:`gatewayd.atomic.atomic_write`)."""
         data = {"version": RECORDS_VERSION, "hooks": dict(sorted(self.hooks.items()))}
         text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f"{RECORDS_NAME}.", suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(self.path, text, mode=0o644, keep_mode=False)
 
 
 @contextlib.contextmanager

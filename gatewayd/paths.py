@@ -108,6 +108,29 @@ def default_config_file() -> Path:
     return package_dir().parent / "config" / CONFIG_NAME
 
 
+def ensure_private_dir(path: Path) -> Path:
+    """Create ``path`` and any missing parents as ``0700`` whatever the umask; returns it.
+
+    Directories that already exist keep their mode (the operator chose it). Raises ``OSError``.
+    """
+    missing: list[Path] = []
+    node = path
+    while not node.is_dir():
+        missing.append(node)
+        if node.parent == node:
+            break
+        node = node.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:
+            if not directory.is_dir():
+                raise
+            continue  # made by someone else meanwhile: theirs
+        os.chmod(directory, 0o700)  # mkdir's mode is filtered by the umask
+    return path
+
+
 class Paths(NamedTuple):
     """The resolved locations for one state dir and config (built by ``gatewayd.config``)."""
 

@@ -14,10 +14,10 @@ import re
 import shlex
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from gatewayd.atomic import atomic_write
 from gatewayd.exits import UserError
 from gatewayd.paths import package_dir, state_dir
 
@@ -133,23 +133,14 @@ def write_unit_file(path: Path, text: str, force: bool) -> bool:
             f"{path} exists and differs from the unit this installation needs; keep local "
             f"changes in a drop-in ({path}.d/*.conf) and rerun with --force to replace it"
         )
-    tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-        tmp = None
+        atomic_write(path, text, mode=0o644, keep_mode=False, keep_owner=False)
     except PermissionError:
         hint = "run it as root (sudo gatewayd install-service), or use --user"
         raise UserError(f"cannot write {path}: permission denied; {hint}") from None
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror}") from None
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
     return True
 
 

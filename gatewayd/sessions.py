@@ -1,13 +1,33 @@
 """Sessions: one per sessionKey, their transcripts, and the files an agent boots with.
 
-:class:`SessionManager` keeps the session table in ``<state>/sessions/sessions.json`` (a map of
-sessionKey to entry, replaced atomically on every change, read back at start so sessions survive
-a restart) and appends each session's transcript to ``<state>/sessions/<sessionId>.jsonl``, one
-JSON object per line::
+:class:`SessionManager` keeps the session table in ``<state>/sessions/``:
+
+* ``sessions.json``: a snapshot, a map of sessionKey to ``{sessionKey, sessionId, sessionFile,
+  createdAt}`` (the format earlier versions wrote on every change, read as it is);
+* ``sessions.journal``: one JSON line per change since the snapshot (``{"k": key, "id": ...,
+  "at": ...}`` for a started session, ``{"k": key}`` for an ended one), fsynced, replayed over
+  the snapshot at start. Once the journal holds more lines than 1/16 of the table, the snapshot
+  is rewritten whole (atomically) and the journal emptied: a table of under 16 sessions keeps
+  ``sessions.json`` current on every change; a large one costs a short append per change plus,
+  amortized, 16 entries of snapshot. Replaying a journal over a snapshot that already holds it
+  gives the same table, so a crash between the two steps loses nothing.
+
+Each session's transcript is ``<state>/sessions/<sessionId>.jsonl``, one JSON object per line::
 
     {"role": "user", "content": "hi", "timestamp": "2025-01-31T09:15:02.347Z",
      "senderId": "cli", "channel": "control"}
     {"role": "assistant", "content": "hello", "timestamp": "2025-01-31T09:15:02.351Z"}
+
+Every write happens in a worker thread, one batch at a time, in the order the changes were made
+on the event loop (concurrent changes share one write and one fsync). A write the disk refuses
+(full, quota) is logged; journal lines are kept and written with the next change, transcript
+lines are dropped; a part-written line is cut back, and a transcript's torn last line (a daemon
+killed mid-write) is cut off before the first append of a run. A transcript over
+``sessions.transcriptMaxBytes`` is rotated to ``<sessionId>.jsonl.1`` ... (``transcriptBackups``).
+
+Session ids are checked (``[A-Za-z0-9_-]``, at most 128 characters) wherever they come from, so
+no entry can name a file outside the sessions dir; keys may be any string, including ones that
+UTF-8 cannot encode (lone surrogates), which are written ``\\u``-escaped.
 
 It only keeps state; which events a message causes is the command router's business
 (``commands.py``). :func:`read_bootstrap_files` builds ``agent:bootstrap``'s
@@ -19,17 +39,29 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import structlog
 
+from gatewayd.atomic import append_whole, atomic_write, trim_torn_tail
+from gatewayd.paths import ensure_private_dir
 from gatewayd.timestamps import iso_now
 
 log = structlog.get_logger("gatewayd.sessions")
 
 INDEX_NAME = "sessions.json"
+JOURNAL_NAME = "sessions.journal"
+COMPACT_DIVISOR = 16
+"""The journal is folded into the snapshot once it has more lines than 1/16 of the table: a
+small table's snapshot is always current; a large one costs 16 entries' bytes per change."""
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+MAX_BOOTSTRAP_BYTES = 2 * 1024 * 1024
 
 BOOTSTRAP_NAMES = (
     "AGENTS.md",
@@ -43,6 +75,19 @@ BOOTSTRAP_NAMES = (
     "memory.md",
 )
 """The workspace's standard bootstrap files, in the order an agent reads them."""
+
+
+def json_line(record: Any) -> bytes:
+    """``record`` as one UTF-8 JSON line; text UTF-8 cannot encode is ``\\u``-escaped."""
+    try:
+        return (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode()
+    except UnicodeEncodeError:  # a lone surrogate: JSON's escapes carry it, raw UTF-8 cannot
+        return (json.dumps(record, default=str) + "\n").encode()
+
+
+def message(role: str, content: str, **extra: Any) -> dict[str, Any]:
+    """One transcript record: ``{role, content, timestamp, **extra}``."""
+    return {"role": role, "content": content, "timestamp": iso_now(), **extra}
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,36 +109,62 @@ class SessionEntry:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class TranscriptLimits:
+    """``sessions.transcriptMaxBytes`` (0: unbounded) and ``sessions.transcriptBackups``."""
+
+    max_bytes: int = 10 * 1024 * 1024
+    backups: int = 3
+
+
 class SessionManager:
     """The session table and transcripts under one directory (``<state>/sessions``)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, limits: TranscriptLimits | None = None) -> None:
         self.directory = directory
         self.index_path = directory / INDEX_NAME
+        self.journal_path = directory / JOURNAL_NAME
+        self.limits = limits or TranscriptLimits()
         self._sessions: dict[str, SessionEntry] = {}
+        self._journal_lines = 0
+        self._pending: list[tuple[Path | None, bytes]] = []
+        """Writes not yet made, in order: ``(None, journal line)`` or ``(transcript, line)``."""
+        self._queued = 0
+        """Changes made so far (each pending write is one), and how many were written."""
+        self._done = 0
+        self._writing: anyio.Event | None = None
+        """Set when the batch being written is done; None while nothing is being written."""
+        self._checked: set[Path] = set()
+        """Transcripts whose tail was checked for a torn line in this run."""
 
     def __len__(self) -> int:
         return len(self._sessions)
 
+    def _entry(self, key: str, session_id: str, created_at: str) -> SessionEntry:
+        return SessionEntry(key, session_id, self.directory / f"{session_id}.jsonl", created_at)
+
+    # -- start: snapshot + journal -------------------------------------------------------------
+
     def load(self) -> None:
-        """Read the index written by an earlier run; a damaged index is set aside, not fatal."""
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        """Read the table an earlier run left (blocking: call it in a worker thread).
+
+        A damaged snapshot is set aside, not fatal; a torn or bad journal line is skipped.
+        The journal is then folded into a fresh snapshot, so this run appends to an empty one.
+        """
+        ensure_private_dir(self.directory)
+        self._sessions = self._read_snapshot()
+        replayed = self._replay_journal()
+        if replayed:
+            self._compact(dict(self._sessions))
+
+    def _read_snapshot(self) -> dict[str, SessionEntry]:
         try:
-            raw = json.loads(self.index_path.read_text(encoding="utf-8"))
+            raw = json.loads(self.index_path.read_bytes())
             if not isinstance(raw, dict):
                 raise ValueError(f"the top level is a {type(raw).__name__}, not an object")
-            sessions = {
-                key: SessionEntry(
-                    session_key=key,
-                    session_id=str(value["sessionId"]),
-                    session_file=self.directory / f"{value['sessionId']}.jsonl",
-                    created_at=str(value.get("createdAt") or ""),
-                )
-                for key, value in raw.items()
-            }
         except FileNotFoundError:
-            return
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            return {}
+        except (OSError, ValueError) as exc:
             aside = self.index_path.with_name(f"{INDEX_NAME}.damaged-{os.getpid()}")
             with contextlib.suppress(OSError):
                 os.replace(self.index_path, aside)
@@ -104,73 +175,243 @@ class SessionManager:
                 moved_to=str(aside),
                 fix="sessions start afresh; the old transcripts stay in the sessions dir",
             )
-            return
-        self._sessions = sessions
+            return {}
+        sessions: dict[str, SessionEntry] = {}
+        bad: list[str] = []
+        for key, value in raw.items():
+            sid = value.get("sessionId") if isinstance(value, dict) else None
+            if not isinstance(sid, str) or not SESSION_ID.fullmatch(sid):
+                bad.append(key)
+                continue
+            sessions[key] = self._entry(key, sid, str(value.get("createdAt") or ""))
+        if bad:
+            log.error(
+                "sessions.entries_skipped",
+                path=str(self.index_path),
+                keys=bad[:20],
+                count=len(bad),
+                reason="no sessionId, or one that is not [A-Za-z0-9_-]{1,128}",
+            )
+        return sessions
+
+    def _replay_journal(self) -> int:
+        """Apply the journal to the table; returns its size in bytes (0: nothing to fold)."""
+        try:
+            data = self.journal_path.read_bytes()
+        except FileNotFoundError:
+            return 0
+        lines = data.split(b"\n")
+        skipped = 0
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                key = record["k"]
+                if not isinstance(key, str):
+                    raise TypeError("the key is not a string")
+                if "id" in record:
+                    sid = record["id"]
+                    if not isinstance(sid, str) or not SESSION_ID.fullmatch(sid):
+                        raise ValueError(f"bad session id {sid!r}")
+                    self._sessions[key] = self._entry(key, sid, str(record.get("at") or ""))
+                else:
+                    self._sessions.pop(key, None)
+            except (ValueError, TypeError, KeyError) as exc:
+                skipped += 1
+                torn = number == len(lines) and not data.endswith(b"\n")
+                log.warning(
+                    "sessions.journal_line_skipped",
+                    path=str(self.journal_path),
+                    line=number,
+                    reason="torn last line (killed mid-write)" if torn else str(exc),
+                )
+        return len(data)
+
+    # -- changes -------------------------------------------------------------------------------
 
     def get(self, session_key: str) -> SessionEntry | None:
         return self._sessions.get(session_key)
 
-    def start(self, session_key: str) -> SessionEntry:
-        """Begin a new session for ``session_key`` (replacing any current one) and save."""
-        session_id = os.urandom(8).hex()
-        entry = SessionEntry(
-            session_key=session_key,
-            session_id=session_id,
-            session_file=self.directory / f"{session_id}.jsonl",
-            created_at=iso_now(),
-        )
+    async def start(self, session_key: str) -> SessionEntry:
+        """Begin a new session for ``session_key`` (replacing any current one); saved on return."""
+        entry = self._entry(session_key, os.urandom(8).hex(), iso_now())
         self._sessions[session_key] = entry
-        self._save()
+        line = {"k": session_key, "id": entry.session_id, "at": entry.created_at}
+        await self._flushed(self._enqueue(None, json_line(line)))
         return entry
 
-    def end(self, session_key: str) -> SessionEntry | None:
+    async def end(self, session_key: str) -> SessionEntry | None:
         """End the current session of ``session_key``; its transcript stays. Returns it."""
         entry = self._sessions.pop(session_key, None)
         if entry is not None:
-            self._save()
+            await self._flushed(self._enqueue(None, json_line({"k": session_key})))
         return entry
 
-    def append(self, entry: SessionEntry, role: str, content: str, **extra: Any) -> None:
-        """Append one message to ``entry``'s transcript; a write failure is logged, not raised."""
-        record = {"role": role, "content": content, "timestamp": iso_now(), **extra}
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-        try:
-            fd = os.open(entry.session_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, line.encode())
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            log.error(
-                "sessions.transcript_failed",
-                session_key=entry.session_key,
-                path=str(entry.session_file),
-                error=str(exc),
-            )
+    async def append(self, entry: SessionEntry, records: Iterable[dict[str, Any]]) -> None:
+        """Append messages (see :func:`message`) to ``entry``'s transcript, in order."""
+        upto = self._queued
+        for record in records:
+            upto = self._enqueue(entry.session_file, json_line(record))
+        await self._flushed(upto)
 
-    def _save(self) -> None:
-        data = {key: entry.to_json() for key, entry in self._sessions.items()}
-        payload = json.dumps(data, ensure_ascii=False, indent=1).encode()
-        tmp = self.index_path.with_name(f".{INDEX_NAME}.{os.getpid()}.tmp")
-        try:
-            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    def _enqueue(self, path: Path | None, line: bytes) -> int:
+        self._pending.append((path, line))
+        self._queued += 1
+        return self._queued
+
+    async def _flushed(self, upto: int) -> None:
+        """Return once every change up to number ``upto`` was written (or tried and logged).
+
+        One writer at a time takes everything pending into one batch (one write, one fsync);
+        a change made meanwhile is taken by the next one. A caller whose change a batch already
+        carried returns when that batch is done, without writing anything itself.
+        """
+        while self._done < upto:
+            if self._writing is not None:
+                await self._writing.wait()
+                continue
+            self._writing = anyio.Event()
             try:
-                os.write(fd, payload)
+                await self._write_pending()
+            finally:
+                self._writing.set()
+                self._writing = None
+
+    async def _write_pending(self) -> None:
+        batch, self._pending, upto = self._pending, [], self._queued
+        journal = sum(1 for path, _ in batch if path is None)
+        snapshot: dict[str, SessionEntry] | None = None
+        if journal and self._journal_lines + journal > len(self._sessions) // COMPACT_DIVISOR:
+            snapshot = dict(self._sessions)  # exactly the table the batch leads to
+        failed, compacted = await anyio.to_thread.run_sync(
+            self._write, batch, snapshot, self._journal_lines == 0
+        )
+        if failed:
+            self._pending[:0] = failed  # kept, in order, for the next batch
+        if compacted:
+            self._journal_lines = 0
+        elif not failed:
+            self._journal_lines += journal
+        self._done = upto
+
+    # -- the worker-thread side ----------------------------------------------------------------
+
+    def _write(
+        self,
+        batch: list[tuple[Path | None, bytes]],
+        snapshot: dict[str, SessionEntry] | None,
+        journal_empty: bool,
+    ) -> tuple[list[tuple[Path | None, bytes]], bool]:
+        """Write ``batch``: the journal lines that could not be written, and whether the
+        snapshot now holds the whole table (the journal is empty)."""
+        journal = b"".join(line for path, line in batch if path is None)
+        failed: list[tuple[Path | None, bytes]] = []
+        compacted = False
+        if journal:
+            # With an empty journal the new snapshot alone holds the batch. Otherwise the batch
+            # goes to the journal first: replaying a journal over a snapshot that includes all
+            # of it changes nothing, so a crash between the two steps is harmless.
+            if snapshot is not None and journal_empty:
+                compacted = self._compact(snapshot)
+            if not compacted:
+                try:
+                    self._append_journal(journal)
+                except OSError as exc:
+                    log.error(
+                        "sessions.index_failed",
+                        path=str(self.journal_path),
+                        error=str(exc),
+                        note="the change is kept in memory and written with the next one",
+                    )
+                    failed = [(None, line) for path, line in batch if path is None]
+                else:
+                    if snapshot is not None:
+                        compacted = self._compact(snapshot)
+        transcripts: dict[Path, list[bytes]] = {}
+        for path, line in batch:
+            if path is not None:
+                transcripts.setdefault(path, []).append(line)
+        for path, lines in transcripts.items():
+            self._append_transcript(path, b"".join(lines))
+        return failed, compacted
+
+    def _append_journal(self, data: bytes) -> None:
+        ensure_private_dir(self.directory)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(self.journal_path, flags, 0o600)
+        try:
+            append_whole(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _compact(self, snapshot: dict[str, SessionEntry]) -> bool:
+        """Write ``snapshot`` as ``sessions.json``, then empty the journal it contains.
+
+        Returns False (logged) when the disk refused: the old snapshot and journal stay."""
+        data = {key: entry.to_json() for key, entry in snapshot.items()}
+        try:
+            atomic_write(self.index_path, json.dumps(data, indent=1).encode(), keep_mode=False)
+            flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(self.journal_path, flags)
+            try:
+                os.ftruncate(fd, 0)
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            os.replace(tmp, self.index_path)
+        except FileNotFoundError:
+            return True  # no journal yet
+        except OSError as exc:  # the old snapshot and the journal still hold everything
+            log.error("sessions.compact_failed", path=str(self.index_path), error=str(exc))
+            return False
+        return True
+
+    def _append_transcript(self, path: Path, data: bytes) -> None:
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags, 0o600)
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise OSError(f"{path} is not a regular file")
+                if path not in self._checked:
+                    self._checked.add(path)
+                    if cut := trim_torn_tail(fd):
+                        log.warning("sessions.transcript_repaired", path=str(path), cut_bytes=cut)
+                limits = self.limits
+                size = os.fstat(fd).st_size
+                if limits.max_bytes and size and size + len(data) > limits.max_bytes:
+                    os.close(fd)
+                    fd = -1
+                    self._rotate(path)
+                    fd = os.open(path, flags, 0o600)
+                append_whole(fd, data)
+            finally:
+                if fd >= 0:
+                    os.close(fd)
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            log.error("sessions.index_failed", path=str(self.index_path), error=str(exc))
+            log.error("sessions.transcript_failed", path=str(path), error=str(exc))
+
+    def _rotate(self, path: Path) -> None:
+        """``<id>.jsonl`` -> ``<id>.jsonl.1`` -> ... ``.<backups>``; the oldest is dropped."""
+        backups = self.limits.backups
+        if backups == 0:
+            path.unlink(missing_ok=True)
+            return
+        for n in range(backups - 1, 0, -1):
+            older = path.with_name(f"{path.name}.{n}")
+            if older.exists():
+                os.replace(older, path.with_name(f"{path.name}.{n + 1}"))
+        os.replace(path, path.with_name(f"{path.name}.1"))
+        log.info("sessions.transcript_rotated", path=str(path), backups=backups)
 
 
 def read_bootstrap_files(workspace: Path) -> list[dict[str, Any]]:
     """``[{name, path, content, missing}]`` for each standard file present in ``workspace``.
 
-    Blocking file reads: call it in a worker thread. An unreadable file is left out and logged.
+    Blocking file reads: call it in a worker thread. Only regular files are read (a FIFO or a
+    device is never opened for reading), at most 2 MiB each; anything else is left out and
+    logged.
     """
     files: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -181,7 +422,7 @@ def read_bootstrap_files(workspace: Path) -> list[dict[str, Any]]:
             continue
         seen.add(real)
         try:
-            content = path.read_text(encoding="utf-8", errors="replace")
+            content = read_regular_file(path, MAX_BOOTSTRAP_BYTES)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             continue
         except OSError as exc:
@@ -189,3 +430,23 @@ def read_bootstrap_files(workspace: Path) -> list[dict[str, Any]]:
             continue
         files.append({"name": name, "path": str(path), "content": content, "missing": False})
     return files
+
+
+def read_regular_file(path: Path, limit: int) -> str:
+    """The text of ``path`` if it is a regular file of at most ``limit`` bytes; else ``OSError``.
+
+    The file is opened non-blocking (a FIFO's open would wait for a writer) and checked on the
+    descriptor, so a FIFO, device or socket (or ``/dev/zero`` behind a symlink) is refused
+    without a single read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise OSError(f"{path} is larger than {limit} bytes")
+    return data.decode("utf-8", errors="replace")

@@ -1,0 +1,133 @@
+"""Writing files so that nothing written is lost or torn: the one atomic-write helper.
+
+* :func:`atomic_write` replaces a whole file: the new content goes to a temporary file beside it
+  (created ``O_EXCL | O_NOFOLLOW``), every byte is written (a short write is continued, a write
+  that makes no progress is ``ENOSPC``), the file is fsynced, given the old file's mode (and,
+  when run as root, its owner), renamed over the old one, and the directory is fsynced. If any
+  step fails (a full disk, a quota) the temporary file is removed and the old file is intact.
+* :func:`write_all` writes a whole buffer to a descriptor, never silently stopping short.
+* :func:`append_whole` appends bytes to an open ``O_APPEND`` descriptor all or nothing: a failed
+  write (a full disk) truncates back to where it began, leaving no torn line behind.
+* :func:`trim_torn_tail` cuts an unterminated last line (a writer killed mid-line) off a
+  line-oriented file before anything is appended after it.
+
+Blocking calls: from async code, run them in a worker thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from pathlib import Path
+
+TAIL_CHUNK = 64 * 1024
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    """Write every byte of ``data`` to ``fd``; raise ``OSError(ENOSPC)`` if a write stalls."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:  # a regular file returns 0 only when it cannot take more
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[written:]
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):  # some filesystems cannot fsync a directory
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write(
+    path: Path,
+    data: bytes | str,
+    *,
+    mode: int = 0o600,
+    keep_mode: bool = True,
+    keep_owner: bool = True,
+) -> None:
+    """Replace ``path`` with ``data`` atomically (see the module docstring); raise ``OSError``.
+
+    The new file gets the existing file's permission bits when ``keep_mode`` (else ``mode``,
+    which is also used for a new file). With ``keep_owner``, a process running as root keeps the
+    existing file's owner and group, so ``sudo gatewayd ...`` does not take a daemon user's file
+    away from it. A symlink at ``path`` is replaced by the file, never followed.
+    """
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    directory = path.parent
+    try:
+        old: os.stat_result | None = os.lstat(path)
+    except FileNotFoundError:
+        old = None
+    if old is not None and not stat.S_ISREG(old.st_mode):
+        old = None  # a symlink or special file is replaced, and lends nothing
+    new_mode = stat.S_IMODE(old.st_mode) if (old is not None and keep_mode) else mode
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for attempt in range(100):
+        tmp = directory / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+        try:
+            fd = os.open(tmp, flags, 0o600)
+            break
+        except FileExistsError:
+            if attempt == 99:
+                raise
+    try:
+        try:
+            write_all(fd, payload)
+            os.fchmod(fd, new_mode)
+            owner = (old.st_uid, old.st_gid) if old is not None else (0, 0)
+            if keep_owner and os.geteuid() == 0 and owner != (0, 0):
+                os.fchown(fd, *owner)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(directory)
+
+
+def append_whole(fd: int, data: bytes) -> None:
+    """Append ``data`` to the ``O_APPEND`` descriptor ``fd`` whole, or not at all.
+
+    If the write fails part-way (``ENOSPC``, ``EDQUOT``, ``EIO``) the file is truncated back to
+    its size before the call and the error is raised.
+    """
+    size = os.fstat(fd).st_size
+    try:
+        write_all(fd, data)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)
+        raise
+
+
+def trim_torn_tail(fd: int) -> int:
+    """Cut an unterminated last line off the file open (read/write) on ``fd``.
+
+    Returns the number of bytes removed (0 when the file is empty or ends with a newline).
+    """
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return 0
+    end = size
+    while end > 0:
+        start = max(0, end - TAIL_CHUNK)
+        chunk = os.pread(fd, end - start, start)
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            keep = start + cut + 1
+            break
+        end = start
+    else:
+        keep = 0
+    os.ftruncate(fd, keep)
+    return size - keep
