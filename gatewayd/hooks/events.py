@@ -48,6 +48,8 @@ class HookEvent(Generic[ContextT]):
     timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
     messages: list[str] = field(default_factory=list)
     context: ContextT = field(default_factory=_empty_context)
+    trace: bool = False
+    """Record what every handler did (``HookRegistry.dispatch`` returns it): debugging only."""
 
     @property
     def key(self) -> str:

@@ -17,12 +17,16 @@ from typing import Any
 import structlog
 
 from gatewayd.hooks.schema import GatewayHandle
+from gatewayd.hooks.stats import HookStats
 
 
 class HandlerKind(Enum):
     ASYNC = "async"  # awaited on the event loop
     SYNC = "sync"  # run in a worker thread under the hooks' own capacity limiter
     COMMAND = "command"  # an executable: event JSON on stdin, messages on stdout
+
+
+_LANGUAGE = {"async": "python", "sync": "python"}
 
 
 class HandlerSignatureError(TypeError):
@@ -86,6 +90,13 @@ class Handler:
     """This handler's own timeout; ``None`` means the registry default (``hooks.timeoutMs``)."""
     source: str = "code"
     """``code`` for handlers registered in code, else the file hook's source root name."""
+    stats: HookStats = field(default_factory=HookStats)
+    """Its counters; a registry hands every handler of one hook name the same object."""
+
+    @property
+    def language(self) -> str:
+        """What runs it, as traces and listings say: ``python``, ``command`` (or ``js``)."""
+        return _LANGUAGE.get(self.kind.value, self.kind.value)
 
     def __post_init__(self) -> None:
         if not self.hook_key:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections.abc import Callable, Iterable, Sequence
+from time import perf_counter
 from typing import Any, NamedTuple
 
 import anyio
@@ -33,6 +34,8 @@ from gatewayd.hooks.runners import (
     run_command,
     run_sync,
 )
+from gatewayd.hooks.stats import RING, HookStats, running
+from gatewayd.hooks.trace import HandlerOutcome, failure, run_traced
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_HOOK_THREADS = 16
@@ -44,6 +47,9 @@ class DispatchReport(NamedTuple):
     handlers: int
     errors: int
     timeouts: int
+    outcomes: tuple[HandlerOutcome, ...] = ()
+    """Per-handler records (:class:`~gatewayd.hooks.trace.HandlerOutcome`), in plan order: of
+    every handler when the event is traced, else only of those that failed or timed out."""
 
 
 class CodeHooks:
@@ -110,6 +116,8 @@ class HookRegistry:
         self.code._readers.add(self)
         self._files: dict[str, tuple[Handler, ...]] = {}
         self._plans: dict[str, tuple[Handler, ...]] = {}
+        self.hook_stats: dict[str, HookStats] = {}
+        """File hooks' counters by hook name; they outlive reloads (:meth:`stats`)."""
         self._hook_threads = hook_threads
         self._limiter: CapacityLimiter | None = None
 
@@ -134,6 +142,10 @@ class HookRegistry:
         """Replace every file hook at once with ``(handler, event keys)`` pairs in load order."""
         by_key: dict[str, list[Handler]] = {}
         for handler, keys in hooks:
+            stats = self.hook_stats.get(handler.hook)
+            if stats is None:
+                stats = self.hook_stats[handler.hook] = HookStats()
+            handler.stats = stats
             for key in dict.fromkeys(keys):  # a key listed twice still runs the handler once
                 by_key.setdefault(key, []).append(handler)
         files = {key: tuple(handlers) for key, handlers in by_key.items()}
@@ -156,7 +168,17 @@ class HookRegistry:
             self._plans[key] = plan
         return plan
 
-    def _thread_limiter(self) -> CapacityLimiter:
+    def stats(self) -> dict[str, HookStats]:
+        """Every hook's counters by name: file hooks (also those a reload removed), then
+        handlers registered in code."""
+        found = dict(self.hook_stats)
+        for handlers in self.code.by_key.values():
+            for handler in handlers:
+                found.setdefault(handler.hook, handler.stats)
+        return found
+
+    def thread_limiter(self) -> CapacityLimiter:
+        """The capacity limiter of the worker threads sync handlers run in."""
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(self._hook_threads)
         return self._limiter
@@ -170,24 +192,47 @@ class HookRegistry:
         """
         key = f"{event.type}:{event.action}"
         plan = self._plans.get(key) or self.plan(event.type, key)
+        if event.trace:
+            traced = await run_traced(self, event, plan)
+            return DispatchReport(
+                len(plan),
+                sum(o.outcome == "error" for o in traced),
+                sum(o.outcome == "timeout" for o in traced),
+                tuple(traced),
+            )
         errors = timeouts = 0
+        failed: list[HandlerOutcome] | None = None
+        slot = running
         for handler in plan:
+            t0 = perf_counter()
             if handler.kind is _ASYNC:
                 # Step the coroutine by hand: most handlers finish without suspending, and
                 # those need no cancel scope. Only a handler that suspends gets a timeout.
+                # `slot.hook` names the hook whose code is on the loop (loop-lag monitor, logs).
                 call = handler.call
+                slot.hook = handler.hook
                 try:
                     coro = call(event, handler.ctx) if handler.takes_ctx else call(event)  # type: ignore[misc]
                     yielded = coro.send(None)
                 except StopIteration:
+                    slot.hook = None
+                    stats = handler.stats  # HookStats.record() inlined
+                    stats.durations[stats.calls & _MASK] = perf_counter() - t0
+                    stats.calls += 1
                     continue
                 except BaseException as exc:
+                    slot.hook = None
                     # Looked up here, not per event: get_cancelled_exc_class() costs ~1 us.
                     if isinstance(exc, anyio.get_cancelled_exc_class()):
                         raise
                     report_failure(handler, event, exc)
                     errors += 1
+                    seconds = perf_counter() - t0
+                    handler.stats.record(seconds)
+                    failed = failed or []
+                    failed.append(failure(handler, _ERROR, seconds))
                     continue
+                slot.hook = None
                 outcome = await finish_async(
                     handler, event, coro, yielded, handler.timeout_s or self.default_timeout_s
                 )
@@ -196,21 +241,30 @@ class HookRegistry:
                     handler,
                     event,
                     handler.timeout_s or self.default_timeout_s,
-                    self._thread_limiter(),
+                    self.thread_limiter(),
                 )
             else:
                 outcome = await run_command(
                     handler, event, handler.timeout_s or self.default_timeout_s
                 )
+            seconds = perf_counter() - t0
+            handler.stats.record(seconds)
+            if outcome is _OK:
+                continue
             if outcome is _ERROR:
                 errors += 1
-            elif outcome is _TIMEOUT:
+            else:
                 timeouts += 1
-        return DispatchReport(len(plan), errors, timeouts)
+            failed = failed or []
+            failed.append(failure(handler, outcome, seconds))
+        if failed is None:
+            return DispatchReport(len(plan), errors, timeouts)
+        return DispatchReport(len(plan), errors, timeouts, tuple(failed))
 
 
 _ASYNC, _SYNC = HandlerKind.ASYNC, HandlerKind.SYNC
-_ERROR, _TIMEOUT = Outcome.ERROR, Outcome.TIMEOUT
+_OK, _ERROR, _TIMEOUT = Outcome.OK, Outcome.ERROR, Outcome.TIMEOUT
+_MASK = RING - 1
 
 
 code_hooks = CodeHooks()

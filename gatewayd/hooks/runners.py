@@ -13,7 +13,8 @@ import contextlib
 import json
 import os
 import signal
-from collections.abc import Coroutine
+import types
+from collections.abc import Coroutine, Generator
 from enum import Enum
 from typing import Any
 
@@ -21,9 +22,9 @@ import anyio
 import structlog
 from anyio import CapacityLimiter
 
-from gatewayd import eager
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.handlers import Handler
+from gatewayd.hooks.stats import error_location, running, thread_hook
 
 log = structlog.get_logger("gatewayd.hooks")
 
@@ -37,19 +38,27 @@ class Outcome(Enum):
 
 
 def report_failure(handler: Handler, event: HookEvent, exc: BaseException) -> Outcome:
-    """Log a handler's exception with the hook and event, and return ``Outcome.ERROR``."""
+    """Log a handler's exception with the hook and event, count it on the hook (with its
+    ``file:line``), and return ``Outcome.ERROR``."""
+    message = f"{type(exc).__name__}: {exc}"
+    source = getattr(getattr(handler.call, "__code__", None), "co_filename", None)
+    where = error_location(exc, source)
+    handler.stats.error(message, where)
     log.error(
         "hook.error",
         hook=handler.hook,
         event_key=event.key,
         session_key=event.session_key,
-        error=f"{type(exc).__name__}: {exc}",
+        error=message,
+        where=where,
         exc_info=exc,
     )
     return Outcome.ERROR
 
 
 def report_timeout(handler: Handler, event: HookEvent, timeout_s: float) -> Outcome:
+    """Log a handler's timeout, count it on the hook, and return ``Outcome.TIMEOUT``."""
+    handler.stats.timeout(f"timed out after {round(timeout_s * 1000)} ms")
     log.error(
         "hook.timeout",
         hook=handler.hook,
@@ -72,7 +81,7 @@ async def finish_async(
     cancelled = anyio.get_cancelled_exc_class()
     try:
         with anyio.move_on_after(timeout_s) as scope:
-            await eager.resume(coro, yielded)
+            await _resume(coro, yielded, handler.hook)
     except cancelled:
         raise
     except BaseException as exc:  # SystemExit / KeyboardInterrupt from a handler included
@@ -83,6 +92,40 @@ async def finish_async(
     return Outcome.OK
 
 
+@types.coroutine
+def _resume(coro: Any, yielded: Any, hook: str) -> Generator[Any, Any, None]:
+    """Continue a handler's coroutine in the calling task (as ``eager.resume`` does), with
+    ``running.hook`` naming it while each of its steps runs."""
+    slot = running
+    while True:
+        try:
+            sent = yield yielded
+        except BaseException as exc:  # cancellation included: hand it to the coroutine
+            slot.hook = hook
+            try:
+                yielded = coro.throw(exc)
+            except StopIteration:
+                return
+            finally:
+                slot.hook = None
+        else:
+            slot.hook = hook
+            try:
+                yielded = coro.send(sent)
+            except StopIteration:
+                return
+            finally:
+                slot.hook = None
+
+
+def _invoke_in_thread(handler: Handler, event: HookEvent) -> Any:
+    token = thread_hook.set(handler.hook)
+    try:
+        return handler.invoke(event)
+    finally:
+        thread_hook.reset(token)
+
+
 async def run_sync(
     handler: Handler, event: HookEvent, timeout_s: float, limiter: CapacityLimiter
 ) -> Outcome:
@@ -91,7 +134,7 @@ async def run_sync(
     try:
         with anyio.move_on_after(timeout_s) as scope:
             await anyio.to_thread.run_sync(
-                handler.invoke, event, limiter=limiter, abandon_on_cancel=True
+                _invoke_in_thread, handler, event, limiter=limiter, abandon_on_cancel=True
             )
     except cancelled:
         raise
@@ -177,6 +220,7 @@ async def run_command(handler: Handler, event: HookEvent, timeout_s: float) -> O
         return report_timeout(handler, event, timeout_s)
     await process.aclose()
     if process.returncode != 0:
+        handler.stats.error(f"exited with code {process.returncode}", str(handler.command))
         log.error(
             "hook.command_failed",
             hook=handler.hook,

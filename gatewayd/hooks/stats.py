@@ -1,0 +1,145 @@
+"""Per-hook counters, and which hook's code is running right now.
+
+:class:`HookStats` is what ``gatewayd hooks list --daemon`` and the metrics endpoint show for
+one hook: calls, errors, timeouts, loop stalls, the last error (time, message, ``file:line``)
+and its recent durations. The durations are a fixed ring of :data:`RING` floats per hook,
+written in place by the dispatcher: no allocation per call. A registry keeps one
+:class:`HookStats` per hook name across reloads (a reload replaces the handlers, not their
+history).
+
+:data:`running` says which hook's code is on the event loop at this instant: the dispatcher
+sets it around every step of an async handler (and clears it after), so the loop-lag monitor
+(:mod:`gatewayd.looplag`) can name the hook that blocked the loop and the output capture
+(:mod:`gatewayd.hooks.capture`) can tag what a hook logs or prints. Sync handlers run in worker
+threads, where :data:`thread_hook` (a context variable, copied into the thread) names them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import traceback
+from contextvars import ContextVar
+from typing import Any
+
+RING = 256
+"""Durations kept per hook for p50/p99 (a power of two: the index is masked)."""
+_MASK = RING - 1
+
+
+class HookStats:
+    """One hook's counters; see the module docstring. Mutated on the event loop only."""
+
+    __slots__ = (
+        "calls",
+        "durations",
+        "errors",
+        "last_error",
+        "stalls",
+        "timeouts",
+    )
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.errors = 0
+        self.timeouts = 0
+        self.stalls = 0
+        """Times the loop-lag monitor caught this hook blocking the event loop."""
+        self.durations = [0.0] * RING
+        """Seconds per call, ring-indexed by ``calls & (RING - 1)``."""
+        self.last_error: tuple[float, str, str | None] | None = None
+        """``(epoch seconds, message, file:line or None)`` of the latest error or timeout."""
+
+    def record(self, seconds: float) -> None:
+        """Count one call that took ``seconds`` (the dispatcher inlines this)."""
+        self.durations[self.calls & _MASK] = seconds
+        self.calls += 1
+
+    def error(self, message: str, where: str | None) -> None:
+        self.errors += 1
+        self.last_error = (time.time(), message, where)
+
+    def timeout(self, message: str) -> None:
+        self.timeouts += 1
+        self.last_error = (time.time(), message, None)
+
+    def percentiles(self) -> tuple[float, float]:
+        """``(p50, p99)`` of the recent calls, in milliseconds (0.0 before any call)."""
+        n = min(self.calls, RING)
+        if not n:
+            return 0.0, 0.0
+        samples = sorted(self.durations[:n])
+        return (
+            round(samples[n // 2] * 1000, 3),
+            round(samples[min(n - 1, (n * 99) // 100)] * 1000, 3),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The counters as the ``hooks`` op shows them under ``stats``."""
+        p50, p99 = self.percentiles()
+        last = None
+        if self.last_error is not None:
+            at, message, where = self.last_error
+            last = {
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)),
+                "message": message,
+                "where": where,
+            }
+        return {
+            "calls": self.calls,
+            "errors": self.errors,
+            "timeouts": self.timeouts,
+            "stalls": self.stalls,
+            "lastError": last,
+            "p50Ms": p50,
+            "p99Ms": p99,
+        }
+
+
+def error_location(exc: BaseException, source: str | None) -> str | None:
+    """``file:line`` where ``exc`` was raised: the innermost frame in the directory of
+    ``source`` (the hook's handler file) when there is one, else the innermost frame."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return None
+    if source:
+        directory = os.path.dirname(os.path.realpath(source)) + os.sep
+        inside = [f for f in frames if os.path.realpath(f.filename).startswith(directory)]
+        if inside:
+            return f"{inside[-1].filename}:{inside[-1].lineno}"
+    return f"{frames[-1].filename}:{frames[-1].lineno}"
+
+
+class _Running:
+    """The slot :data:`running` is: one attribute, so that setting it costs one store."""
+
+    __slots__ = ("hook", "loop_thread")
+
+    def __init__(self) -> None:
+        self.hook: str | None = None
+        self.loop_thread: int | None = None
+        """``threading.get_ident()`` of the loop's thread (:func:`bind_loop_thread`)."""
+
+
+running = _Running()
+"""``running.hook``: the hook whose code is on the event loop now, else ``None``."""
+
+thread_hook: ContextVar[str | None] = ContextVar("gatewayd_thread_hook", default=None)
+"""The hook a worker thread runs (sync handlers; the context is copied into the thread)."""
+
+
+def bind_loop_thread() -> None:
+    """Say that the calling thread runs the event loop that dispatches hooks."""
+    running.loop_thread = threading.get_ident()
+
+
+def current_hook() -> str | None:
+    """The hook whose code is running in this thread now, if any."""
+    hook = thread_hook.get()
+    if hook is not None:
+        return hook
+    loop_thread = running.loop_thread
+    if loop_thread is None or loop_thread == threading.get_ident():
+        return running.hook
+    return None
