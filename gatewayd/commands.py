@@ -23,9 +23,9 @@ commands, the current session (and ``previousSessionEntry`` is ``None``).
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ import anyio
 import structlog
 
 from gatewayd.hooks.events import HookEvent, create_hook_event
+from gatewayd.hooks.registry import DispatchReport
 from gatewayd.sessions import SessionEntry, SessionManager, message, read_bootstrap_files
 from gatewayd.timestamps import iso_now
 from gatewayd.triggers import QueueClosed, Ticket, TriggerQueue
@@ -67,6 +68,8 @@ class Inbound:
     text: str
     sender_id: str
     channel: str
+    trace: bool = False
+    """Trace the events this message causes (``Reply.traced``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,9 @@ class Reply:
 
     messages: list[str]
     command: str | None
+    traced: list[tuple[HookEvent, DispatchReport | None]] = field(default_factory=list)
+    """For a traced message: each event it caused, in order, with its dispatch report
+    (``None`` when it was not dispatched before the shutdown deadline)."""
 
 
 EventBase = Callable[[], dict[str, Any]]
@@ -118,12 +124,17 @@ class CommandRouter:
             tickets = await self._post_events(msg, command)
             entry = self.sessions.get(msg.session_key)
         messages: list[str] = []
+        traced: list[tuple[HookEvent, DispatchReport | None]] = []
         for ticket in tickets:
             try:
                 event = await ticket.wait()
             except QueueClosed as exc:
                 log.warning("message.undelivered", session_key=msg.session_key, reason=str(exc))
+                if msg.trace:
+                    traced.append((ticket.event, None))
                 continue
+            if msg.trace:
+                traced.append((event, ticket.report))
             messages.extend(str(m) for m in event.messages)
         if entry is not None:
             user = message("user", msg.text, senderId=msg.sender_id, channel=msg.channel)
@@ -145,11 +156,21 @@ class CommandRouter:
                 await self.queue.post(sent)
             except QueueClosed:
                 break
-        return Reply(messages, command.name if command else None)
+        return Reply(messages, command.name if command else None, traced)
+
+    def _submitter(self, trace: bool) -> Callable[[HookEvent], Awaitable[Ticket]]:
+        if not trace:
+            return self.queue.submit
+
+        async def submit_traced(event: HookEvent) -> Ticket:
+            event.trace = True
+            return await self.queue.submit(event)
+
+        return submit_traced
 
     async def _post_events(self, msg: Inbound, command: Command | None) -> list[Ticket]:
         key = msg.session_key
-        submit = self.queue.submit
+        submit = self._submitter(msg.trace)
         tickets = [
             await submit(
                 self._event(
@@ -169,11 +190,11 @@ class CommandRouter:
             if ending is not None:
                 tickets.append(await submit(self._session_event("end", ending, command.name)))
             tickets.append(await submit(self._command_event(msg, command, ending, ending)))
-            tickets += await self._start_session(key, command.name)
+            tickets += await self._start_session(key, command.name, msg.trace)
             return tickets
         current = self.sessions.get(key)
         if current is None:
-            tickets += await self._start_session(key, "message")
+            tickets += await self._start_session(key, "message", msg.trace)
             current = self.sessions.get(key)
         if command is not None:
             tickets.append(await submit(self._command_event(msg, command, current, None)))
@@ -211,11 +232,14 @@ class CommandRouter:
             args=command.args,
         )
 
-    async def _start_session(self, session_key: str, reason: str) -> list[Ticket]:
+    async def _start_session(
+        self, session_key: str, reason: str, trace: bool = False
+    ) -> list[Ticket]:
         entry = await self.sessions.start(session_key)
         log.info("session.started", session_key=session_key, session_id=entry.session_id)
-        start = await self.queue.submit(self._session_event("start", entry, reason))
-        bootstrap = await self.queue.submit(await self.bootstrap_event(session_key, entry))
+        submit = self._submitter(trace)
+        start = await submit(self._session_event("start", entry, reason))
+        bootstrap = await submit(await self.bootstrap_event(session_key, entry))
         return [start, bootstrap]
 
     async def bootstrap_event(

@@ -38,8 +38,9 @@ from gatewayd.commands import CommandRouter, Inbound, parse_command
 from gatewayd.config import Config, ConfigError, load_config
 from gatewayd.exits import EXIT_FAILED, EXIT_OK
 from gatewayd.hooks.events import create_hook_event
-from gatewayd.hooks.loader import HookLoader, LoadResult, hooks_listing
+from gatewayd.hooks.loader import HookLoader, HookRecord, LoadResult, hooks_listing
 from gatewayd.hooks.registry import HookRegistry, code_hooks
+from gatewayd.hooks.trace import trace_entry
 from gatewayd.hooks.watcher import (
     HookWatcher,
     Snapshot,
@@ -199,6 +200,23 @@ class Gateway:
         reply = await self.router.handle(msg)
         return reply.messages, reply.command
 
+    async def deliver_traced(
+        self, session_key: str, text: str, *, sender_id: str, channel: str
+    ) -> tuple[list[str], str | None, list[dict[str, Any]]]:
+        """:meth:`deliver` that waits and also returns the trace of every event the message
+        caused (see :mod:`gatewayd.hooks.trace`)."""
+        if self.queue.closed or self.state == "stopping":
+            raise QueueClosed("the gateway is shutting down and takes no new messages")
+        reply = await self.router.handle(Inbound(session_key, text, sender_id, channel, True))
+        trace = [
+            trace_entry(event, report.outcomes if report else None, self._records())
+            for event, report in reply.traced
+        ]
+        return reply.messages, reply.command, trace
+
+    def _records(self) -> list[HookRecord]:
+        return self._load.records if self._load is not None else []
+
     async def _deliver_in_background(self, msg: Inbound) -> None:
         try:
             await self.router.handle(msg)
@@ -218,6 +236,18 @@ class Gateway:
             return None
         ticket = await self.queue.submit(event)
         return [str(m) for m in (await ticket.wait()).messages]
+
+    async def trigger_traced(
+        self, key: str, session_key: str, context: dict[str, Any]
+    ) -> tuple[list[str], list[dict[str, Any]]]:
+        """:meth:`trigger` that waits and also returns the event's trace."""
+        etype, _, action = key.partition(":")
+        event = create_hook_event(etype, action, session_key, {**self._base, **context})
+        event.trace = True
+        ticket = await self.queue.submit(event)
+        await ticket.wait()
+        outcomes = ticket.report.outcomes if ticket.report is not None else None
+        return [str(m) for m in event.messages], [trace_entry(event, outcomes, self._records())]
 
     async def bootstrap(self, session_key: str) -> list[Any]:
         """Fire ``agent:bootstrap`` and return the ``bootstrapFiles`` its handlers left."""

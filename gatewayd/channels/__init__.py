@@ -36,6 +36,18 @@ class ChannelHost(Protocol):
         """Post ``type:action``; the messages when ``wait``, else None once queued."""
         ...
 
+    async def deliver_traced(
+        self, session_key: str, text: str, *, sender_id: str, channel: str
+    ) -> tuple[list[str], str | None, list[dict[str, Any]]]:
+        """``deliver`` (waiting) plus the trace of every event it caused."""
+        ...
+
+    async def trigger_traced(
+        self, key: str, session_key: str, context: dict[str, Any]
+    ) -> tuple[list[str], list[dict[str, Any]]]:
+        """``trigger`` (waiting) plus the event's trace."""
+        ...
+
     def status(self) -> dict[str, Any]: ...
 
     async def reload(self, trigger: str) -> dict[str, Any]: ...

@@ -484,6 +484,11 @@ class ControlChannel:
         text: str = _field(req, "text", str)
         sender: str = _field(req, "senderId", str, "control")
         channel: str = _field(req, "channel", str, self.name)
+        if _field(req, "trace", bool, False):
+            messages, command, trace = await self.host.deliver_traced(
+                key, text, sender_id=sender, channel=channel
+            )
+            return {"messages": messages, "command": command, "trace": trace}
         messages, command = await self.host.deliver(
             key, text, sender_id=sender, channel=channel, wait=True
         )
@@ -494,6 +499,13 @@ class ControlChannel:
         key = _session_key(req)
         context: dict[str, Any] = _field(req, "context", dict, {})
         wait: bool = _field(req, "wait", bool, True)
+        if _field(req, "trace", bool, False):
+            if not wait:
+                raise RequestError(
+                    "bad_request", "'trace: true' needs the dispatch: drop 'wait: false'"
+                )
+            traced, trace = await self.host.trigger_traced(event, key, context)
+            return {"messages": traced, "trace": trace}
         messages = await self.host.trigger(event, key, context, wait=wait)
         return {"messages": messages} if wait else {"queued": True}
 

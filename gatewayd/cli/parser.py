@@ -28,6 +28,14 @@ def _json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def _trace_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="also show what each handler did (outcome, time, changes) and why none ran",
+    )
+
+
 def _client(parser: argparse.ArgumentParser) -> None:
     """Flags of the commands that talk to a running daemon (gatewayd.client)."""
     _json_flag(parser)
@@ -61,6 +69,7 @@ def _add_send(sub: Any) -> None:
     p.add_argument("--session", required=True, metavar="KEY", help="session key")
     p.add_argument("--sender", metavar="ID", help="sender id (default: cli)")
     p.add_argument("--channel", metavar="NAME", help="channel id (default: cli)")
+    _trace_flag(p)
     _client(p)
 
 
@@ -70,6 +79,7 @@ def _add_trigger(sub: Any) -> None:
     p.add_argument("--session", required=True, metavar="KEY", help="session key")
     p.add_argument("--context", metavar="JSON", help="event context as a JSON object")
     p.add_argument("--no-wait", action="store_true", help="return once queued")
+    _trace_flag(p)
     _client(p)
 
 

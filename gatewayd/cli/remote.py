@@ -13,6 +13,7 @@ import json
 import sys
 from typing import Any
 
+from gatewayd.cli.tracing import format_trace
 from gatewayd.client import QUICK_TIMEOUT_S, WAIT_TIMEOUT_S, request, socket_path
 from gatewayd.exits import UserError
 
@@ -42,6 +43,7 @@ def cli_send(args: argparse.Namespace) -> int:
             "text": args.text,
             "senderId": args.sender or "cli",
             "channel": args.channel or "cli",
+            **({"trace": True} if args.trace else {}),
         },
         WAIT_TIMEOUT_S,
     )
@@ -49,7 +51,14 @@ def cli_send(args: argparse.Namespace) -> int:
         _print_json(reply)
     else:
         _print_messages(reply.get("messages") or [])
+        _print_trace(reply)
     return 0
+
+
+def _print_trace(reply: dict[str, Any]) -> None:
+    if "trace" in reply:
+        print("-- trace --")
+        print(format_trace(reply["trace"]))
 
 
 def cli_trigger(args: argparse.Namespace) -> int:
@@ -69,6 +78,10 @@ def cli_trigger(args: argparse.Namespace) -> int:
         "context": context,
         "wait": not args.no_wait,
     }
+    if args.trace:
+        if args.no_wait:
+            raise UserError("--trace needs the dispatch: drop --no-wait")
+        payload["trace"] = True
     reply = _ask(args, payload, WAIT_TIMEOUT_S)
     if args.json:
         _print_json(reply)
@@ -76,6 +89,7 @@ def cli_trigger(args: argparse.Namespace) -> int:
         print("queued")
     else:
         _print_messages(reply.get("messages") or [])
+        _print_trace(reply)
     return 0
 
 

@@ -181,3 +181,21 @@ def why_nothing_ran(key: str, skipped: list[HandlerOutcome]) -> str:
         return f"no hook subscribes to {key}"
     listed = "; ".join(f"{s.hook} is {s.error}" for s in skipped)
     return f"no handler ran for {key}: {listed}"
+
+
+def trace_entry(
+    event: HookEvent, outcomes: Iterable[HandlerOutcome] | None, records: Iterable[Any]
+) -> dict[str, Any]:
+    """One event of a trace reply: ``{event, handlers: [...], reason?}``. ``outcomes`` is
+    ``None`` for an event the shutdown left undispatched; ``records`` are the last load's."""
+    if outcomes is None:
+        return {"event": event.key, "handlers": [], "reason": "not dispatched: the gateway stopped"}
+    ran = list(outcomes)
+    skipped = not_loaded(records, event.key)
+    entry: dict[str, Any] = {
+        "event": event.key,
+        "handlers": [o.to_json() for o in [*ran, *skipped]],
+    }
+    if not ran:
+        entry["reason"] = why_nothing_ran(event.key, skipped)
+    return entry
