@@ -220,7 +220,9 @@ async def run_command(handler: Handler, event: HookEvent, timeout_s: float) -> O
         return report_timeout(handler, event, timeout_s)
     await process.aclose()
     if process.returncode != 0:
-        handler.stats.error(f"exited with code {process.returncode}", str(handler.command))
+        tail = stderr.decode(errors="replace").strip().rpartition("\n")[2][-200:]
+        message = f"exited with code {process.returncode}" + (f": {tail}" if tail else "")
+        handler.stats.error(message, str(handler.command))
         log.error(
             "hook.command_failed",
             hook=handler.hook,

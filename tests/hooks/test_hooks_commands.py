@@ -53,7 +53,7 @@ def test_stdout_lines_become_messages_and_the_event_is_on_stdin(tmp_path: Path) 
         "hook=cmd event=command:new session=sess-9",
         "token=from-entry",
     ]
-    assert report == (1, 0, 0)
+    assert report[:3] == (1, 0, 0)
     payload = json.loads((tmp_path / "cmd" / "stdin.json").read_text())
     assert payload["type"] == "command"
     assert payload["action"] == "new"
@@ -79,7 +79,7 @@ def test_output_parsing_rules() -> None:
 def test_a_command_that_ignores_stdin_is_fine(tmp_path: Path) -> None:
     event, report = run(command(tmp_path, "#!/bin/sh\necho ok\n"))
     assert event.messages == ["earlier", "ok"]
-    assert report == (1, 0, 0)
+    assert report[:3] == (1, 0, 0)
 
 
 def test_non_zero_exit_is_a_logged_failure(tmp_path: Path) -> None:
@@ -87,7 +87,8 @@ def test_non_zero_exit_is_a_logged_failure(tmp_path: Path) -> None:
     with structlog.testing.capture_logs() as logs:
         event, report = run(handler)
     assert event.messages == ["earlier"]  # a failed command's stdout is not a reply
-    assert report == (1, 1, 0)
+    assert report[:3] == (1, 1, 0)
+    assert report.outcomes[0][:4] == ("cmd", "exited with code 3: it broke", "error", "command")
     (line,) = [entry for entry in logs if entry["event"] == "hook.command_failed"]
     assert (line["hook"], line["exit_code"], line["event_key"]) == ("cmd", 3, "command:new")
     assert "it broke" in line["stderr"]
@@ -96,7 +97,7 @@ def test_non_zero_exit_is_a_logged_failure(tmp_path: Path) -> None:
 def test_a_command_that_cannot_start_is_a_failure(tmp_path: Path) -> None:
     handler = command(tmp_path, "#!/nonexistent/interpreter\n")
     _, report = run(handler)
-    assert report == (1, 1, 0)
+    assert report[:3] == (1, 1, 0)
 
 
 def _dead(pid: int) -> bool:
@@ -115,7 +116,8 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
         timeout_s=0.5,
     )
     event, report = run(handler)
-    assert report == (1, 0, 1)
+    assert report[:3] == (1, 0, 1)
+    assert report.outcomes[0][:3] == ("cmd", "timed out after 500 ms", "timeout")
     assert event.messages == ["earlier"]
     shell, child = (int(p) for p in pids.read_text().split())
     deadline = time.monotonic() + 10
