@@ -29,6 +29,7 @@ from gatewayd.paths import (
     default_workspace,
     state_dir,
 )
+from gatewayd.redact import is_secret_key, redact
 from gatewayd.yamlio import YamlError, load_yaml
 
 ENV_PREFIX = "GATEWAYD_"
@@ -221,6 +222,11 @@ class Config:
         data["gateway"]["control"]["socket"] = str(self.paths.control_socket)
         return data
 
+    def shown(self) -> dict[str, Any]:
+        """:meth:`effective` for showing (``config show``): secret-looking values and every
+        ``env`` value replaced by ``<redacted>`` (``gatewayd/redact.py``)."""
+        return redact(self.effective())
+
     def entry(self, hook_key: str) -> HookEntry:
         """``hooks.entries.<hook_key>``, or an all-defaults entry."""
         return self.settings.hooks.entries.get(hook_key) or HookEntry()
@@ -283,7 +289,10 @@ def format_errors(exc: ValidationError) -> list[str]:
             errors.append(f"{path}: unknown key (check the spelling; see config/gatewayd.yaml)")
         else:
             message = err["msg"].removeprefix("Value error, ")
-            errors.append(f"{path}: {message} (got {err.get('input')!r})")
+            if any(part == "env" or is_secret_key(part) for part in err["loc"]):
+                errors.append(f"{path}: {message}")  # never echo what may be a secret
+            else:
+                errors.append(f"{path}: {message} (got {err.get('input')!r})")
     return errors
 
 

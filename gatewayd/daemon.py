@@ -37,6 +37,7 @@ from gatewayd.channels.control import ControlChannel
 from gatewayd.commands import CommandRouter, Inbound, parse_command
 from gatewayd.config import Config, ConfigError, load_config
 from gatewayd.exits import EXIT_FAILED, EXIT_OK
+from gatewayd.hooks.cfgview import public_cfg
 from gatewayd.hooks.events import create_hook_event
 from gatewayd.hooks.loader import HookLoader, HookRecord, LoadResult, hooks_listing
 from gatewayd.hooks.registry import HookRegistry, code_hooks
@@ -50,6 +51,7 @@ from gatewayd.hooks.watcher import (
     watch_spec,
 )
 from gatewayd.logging import LogFormat, configure_logging
+from gatewayd.redact import redact
 from gatewayd.sessions import SessionManager, TranscriptLimits
 from gatewayd.systemd import Notifier, watchdog_interval, watchdog_loop
 from gatewayd.timestamps import iso_utc
@@ -167,7 +169,8 @@ class Gateway:
     # -- what subsystems and channels use -------------------------------------------------------
 
     def _set_base(self, config: Config) -> None:
-        self._base = {"cfg": config.effective(), "workspaceDir": str(config.paths.workspace)}
+        cfg = public_cfg(config.effective())  # each hook sees its own entry: hooks/cfgview.py
+        self._base = {"cfg": cfg, "workspaceDir": str(config.paths.workspace)}
 
     def event_base(self) -> dict[str, Any]:
         """The context every event carries: ``cfg`` (the effective config, read-only by
@@ -230,7 +233,9 @@ class Gateway:
     ) -> list[str] | None:
         """Post ``type:action`` for ``session_key``; its messages when ``wait``, else None."""
         etype, _, action = key.partition(":")
-        event = create_hook_event(etype, action, session_key, {**self._base, **context})
+        # The gateway's own keys (cfg, workspaceDir) win over the client's: a trigger cannot
+        # point a hook at another workspace.
+        event = create_hook_event(etype, action, session_key, {**context, **self._base})
         if not wait:
             await self.queue.post(event)
             return None
@@ -261,13 +266,14 @@ class Gateway:
         return hooks_listing(self.config.load_spec(), self._load)
 
     def status(self) -> dict[str, Any]:
-        """The ``status`` op (DESIGN.md section 5) plus ``state``, ``loop``, ``sessions``."""
+        """The ``status`` op (DESIGN.md section 5) plus ``state``, ``loop``, ``sessions``;
+        secret-looking values redacted."""
         summary = (
             self._load.summary()
             if self._load is not None
             else {"discovered": 0, "eligible": 0, "registered": 0, "skipped": [], "failed": []}
         )
-        return {
+        status: dict[str, Any] = {
             "pid": os.getpid(),
             "version": __version__,
             "state": self.state,
@@ -283,6 +289,7 @@ class Gateway:
             "last_reload": self.last_reload,
             "watch": self._watch_status(),
         }
+        return redact(status)  # nothing secret-looking leaves through status (gatewayd/redact.py)
 
     def _watch_status(self) -> dict[str, Any] | None:
         if self.watcher is None:

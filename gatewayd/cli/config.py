@@ -17,12 +17,13 @@ from gatewayd.exits import EXIT_FAILED, print_config_error
 
 
 def cli_config_show(args: argparse.Namespace) -> int:
-    """``gatewayd config show``: the effective config as YAML (defaults and env applied)."""
+    """``gatewayd config show``: the effective config as YAML (defaults and env applied),
+    secret-looking values and every ``env`` value shown as ``<redacted>``."""
     config = load_config_or_exit(args.config)
     print(f"# effective config; source: {config.source_label}")
     print(
         yaml.safe_dump(
-            config.effective(), sort_keys=False, allow_unicode=True, default_flow_style=False
+            config.shown(), sort_keys=False, allow_unicode=True, default_flow_style=False
         ),
         end="",
     )

@@ -90,6 +90,9 @@ class Handler:
     """This handler's own timeout; ``None`` means the registry default (``hooks.timeoutMs``)."""
     source: str = "code"
     """``code`` for handlers registered in code, else the file hook's source root name."""
+    cfg: Mapping[str, Any] | None = None
+    """The ``cfg`` this handler sees in ``event.context`` (``hooks/cfgview.py``); ``None``:
+    the event's own (the public config)."""
     stats: HookStats = field(default_factory=HookStats)
     """Its counters; a registry hands every handler of one hook name the same object."""
 

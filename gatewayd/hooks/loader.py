@@ -37,6 +37,7 @@ from typing import Any
 
 import structlog
 
+from gatewayd.hooks.cfgview import hook_cfg, public_cfg
 from gatewayd.hooks.discovery import Discovery, FoundHook, HookRoot, discover
 from gatewayd.hooks.eligibility import EligibilityChecker, empty_missing
 from gatewayd.hooks.events import EventKeyError, parse_event_key
@@ -236,6 +237,7 @@ class _Builder:
         self.manifests = manifests
         self.gateway = gateway
         self.checker = EligibilityChecker(spec.effective_config)
+        self.public_cfg = public_cfg(spec.effective_config)
         self.environ = types.MappingProxyType(dict(os.environ))
         self.packages: set[str] = set()
         self.records: list[HookRecord] = []
@@ -295,6 +297,7 @@ class _Builder:
                 env=dict(entry.env),
                 timeout_s=timeout_s,
                 source=source,
+                cfg=hook_cfg(self.public_cfg, self.spec.effective_config, hook_key),
             )
         package = package_name(self.importer.root, name, directory, kind)
         self.packages.add(package)
@@ -308,7 +311,7 @@ class _Builder:
             raise _Failure(f"import failed: {_import_error(exc, directory)}") from None
         fn, attr = _export(module, export, handler_file)
         try:
-            return make_handler(
+            handler = make_handler(
                 fn,
                 hook=name,
                 hook_key=hook_key,
@@ -319,6 +322,8 @@ class _Builder:
             )
         except HandlerSignatureError as exc:
             raise _Failure(str(exc)) from None
+        handler.cfg = hook_cfg(self.public_cfg, self.spec.effective_config, hook_key)
+        return handler
 
     def add_found(self, hook: FoundHook, allowed_roots: list[str]) -> None:
         manifest = hook.manifest

@@ -203,7 +203,12 @@ class HookRegistry:
         errors = timeouts = 0
         failed: list[HandlerOutcome] | None = None
         slot = running
+        context = event.context
+        # Each handler sees its own hook's settings in cfg, no other's (hooks/cfgview.py).
+        base_cfg = context.get("cfg", _NO_CFG)
         for handler in plan:
+            if base_cfg is not _NO_CFG:
+                context["cfg"] = base_cfg if handler.cfg is None else handler.cfg
             t0 = perf_counter()
             if handler.kind is _ASYNC:
                 # Step the coroutine by hand: most handlers finish without suspending, and
@@ -257,6 +262,8 @@ class HookRegistry:
                 timeouts += 1
             failed = failed or []
             failed.append(failure(handler, outcome, seconds))
+        if base_cfg is not _NO_CFG:
+            context["cfg"] = base_cfg
         if failed is None:
             return DispatchReport(len(plan), errors, timeouts)
         return DispatchReport(len(plan), errors, timeouts, tuple(failed))
@@ -265,6 +272,7 @@ class HookRegistry:
 _ASYNC, _SYNC = HandlerKind.ASYNC, HandlerKind.SYNC
 _OK, _ERROR, _TIMEOUT = Outcome.OK, Outcome.ERROR, Outcome.TIMEOUT
 _MASK = RING - 1
+_NO_CFG: Any = object()
 
 
 code_hooks = CodeHooks()

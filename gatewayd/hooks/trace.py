@@ -122,7 +122,10 @@ async def run_traced(
     """Run ``plan`` for ``event`` as dispatch does, recording every handler's outcome and
     changes; the counters are updated as in an untraced dispatch."""
     outcomes: list[HandlerOutcome] = []
+    base_cfg = event.context.get("cfg", _NO_CFG)
     for handler in plan:
+        if base_cfg is not _NO_CFG:  # each hook's own cfg view, as in dispatch (cfgview.py)
+            event.context["cfg"] = base_cfg if handler.cfg is None else handler.cfg
         timeout_s = handler.timeout_s or registry.default_timeout_s
         messages_before = len(event.messages)
         context_before = _snapshot(event.context)
@@ -147,7 +150,12 @@ async def run_traced(
             )
         else:
             outcomes.append(failure(handler, outcome, seconds)._replace(changed=changed))
+    if base_cfg is not _NO_CFG:
+        event.context["cfg"] = base_cfg
     return outcomes
+
+
+_NO_CFG: Any = object()
 
 
 def _subscribes(events: Iterable[str], key: str) -> bool:

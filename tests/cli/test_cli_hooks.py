@@ -208,7 +208,7 @@ def test_hooks_disabled_by_env_override(
 
 def test_config_show_prints_the_effective_config(run_cli: RunCli, state_dir: Path) -> None:
     config = state_dir / "custom.yaml"
-    config.write_text("hooks:\n  internal:\n    entries:\n      my-hook: {apiKey: k}\n")
+    config.write_text("hooks:\n  internal:\n    entries:\n      my-hook: {apiKey: k, limit: 3}\n")
     result = ok(
         run_cli(
             "config", "show", "--config", str(config), env={"GATEWAYD_HOOKS__TIMEOUTMS": "5000"}
@@ -217,7 +217,8 @@ def test_config_show_prints_the_effective_config(run_cli: RunCli, state_dir: Pat
     assert result.stdout.startswith(f"# effective config; source: {config}\n")
     effective = yaml.safe_load(result.stdout)
     assert effective["hooks"]["timeoutMs"] == 5000
-    assert effective["hooks"]["entries"]["my-hook"]["apiKey"] == "k"
+    assert effective["hooks"]["entries"]["my-hook"]["apiKey"] == "<redacted>"
+    assert effective["hooks"]["entries"]["my-hook"]["limit"] == 3
     assert effective["hooks"]["enabled"] is True
     assert effective["workspace"]["dir"] == str(state_dir / "workspace")
     assert effective["gateway"]["control"]["socket"] == str(state_dir / "run" / "gatewayd.sock")
