@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gatewayd.config import ConfigError, load_config
 from gatewayd.config_edit import set_hook_enabled
+from tests.support.cli import RunCli
+from tests.support.hooks import WriteHook
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -87,7 +88,7 @@ def test_editor_refuses_to_write_an_invalid_config(tmp_path: Path) -> None:
         set_hook_enabled(path, "x", False)
 
 
-def test_cli_enable_disable(state_dir: Path, write_hook: Any, run_cli: Any) -> None:
+def test_cli_enable_disable(state_dir: Path, write_hook: WriteHook, run_cli: RunCli) -> None:
     write_hook(
         state_dir / "hooks",
         "needs-git",

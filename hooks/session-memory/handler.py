@@ -17,6 +17,7 @@ import tempfile
 import unicodedata
 from collections import deque
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,14 +29,13 @@ SLUG_MAX = 30
 ROLES = ("user", "assistant")
 
 
+@dataclass
 class Conversation:
     """The part of a transcript this hook keeps: the first user text and the last messages."""
 
-    # A plain class, not a dataclass: @dataclass looks its module up in sys.modules, and a hook
-    # module compiled by the loader need not be there.
-    def __init__(self, keep: int) -> None:
-        self.first_user_text: str | None = None
-        self.last: deque[tuple[str, str]] = deque(maxlen=keep)
+    last: deque[tuple[str, str]]
+    """The last ``(role, text)`` pairs, at most as many as the deque's ``maxlen``."""
+    first_user_text: str | None = None
 
 
 def message_text(record: Mapping[str, Any]) -> str:
@@ -56,7 +56,7 @@ def read_conversation(lines: Iterable[str], keep: int) -> Conversation:
     Slash commands are skipped, and so are the assistant lines answering them (up to the next
     user message): a session holding only ``/new`` and its reply is an empty session.
     """
-    conv = Conversation(keep)
+    conv = Conversation(deque(maxlen=keep))
     in_command = False
     for line in lines:
         try:

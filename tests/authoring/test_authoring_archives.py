@@ -13,10 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from authoring_support import RunCli, hook_files, make_tar, make_zip, refused, tar_member, tree
 
 import gatewayd.archives
 from gatewayd.archives import ArchiveError, extract
+from tests.support.archives import make_tar, make_zip, tar_member, tree
+from tests.support.cli import RunCli, refused
+from tests.support.hooks import hook_files
 
 GOOD = hook_files("good")
 Attack = Callable[[Path], Path]

@@ -12,8 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from authoring_support import CliIn, StartDaemon, ok
-from daemon_support import read_records, wait_until
+from tests.support.cli import RunCli, ok
+from tests.support.fixtures import StartDaemon
+from tests.support.state import read_records, wait_until
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 TESTED = {
@@ -48,11 +49,18 @@ def test_every_example_is_tested() -> None:
 
 
 def test_examples_answer_as_documented(
-    daemon: StartDaemon, daemon_state: Path, cli_in: CliIn
+    start_daemon: StartDaemon, state_dir: Path, run_cli: RunCli
 ) -> None:
-    copy_examples(daemon_state)
-    (daemon_state / "workspace" / "AGENTS.md").write_text("# Agents\n")
-    gw = daemon({"hooks": {"load": {"extraDirs": ["examples"]}, "entries": ENTRIES}})
+    copy_examples(state_dir)
+    (state_dir / "workspace").mkdir()
+    (state_dir / "workspace" / "AGENTS.md").write_text("# Agents\n")
+    gw = start_daemon(
+        {
+            "gateway": {"startupHookDelayMs": 0},
+            "hooks": {"load": {"extraDirs": ["examples"]}, "entries": ENTRIES},
+        },
+        watch=True,
+    )
     with gw.control() as control:
         hooks = {h["name"]: h for h in control.ok("hooks")["hooks"]}
         assert {name: hooks[name]["status"] for name in TESTED} == dict.fromkeys(TESTED, "ready")
@@ -85,7 +93,7 @@ def test_examples_answer_as_documented(
         ]
 
     def audit() -> list[dict[str, Any]]:
-        return read_records(daemon_state, "logs/audit-trail.jsonl")
+        return read_records(state_dir, "logs/audit-trail.jsonl")
 
     wait_until(lambda: any(r["content"] == "Hello, Ada!" for r in audit()), what="audit lines")
     lines = audit()
@@ -107,10 +115,10 @@ def test_examples_answer_as_documented(
     assert [r["word"] for r in gw.events("slow_lookup.deadline")] == ["slowpoke"]
 
     # Without its settings, deploy is ineligible and says why (as its HOOK.md documents).
-    bare = daemon_state / "bare.yaml"
+    bare = state_dir / "bare.yaml"
     bare.write_text(json.dumps({"hooks": {"load": {"extraDirs": ["examples"]}}}))
     info = json.loads(
-        ok(cli_in(daemon_state, "hooks", "info", "deploy", "--json", "--config", str(bare))).stdout
+        ok(run_cli("hooks", "info", "deploy", "--json", "--config", str(bare))).stdout
     )
     assert info["status"] == "ineligible"
     assert info["reasons"] == [

@@ -14,17 +14,9 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from authoring_support import (
-    RunCli,
-    hook_files,
-    hook_md,
-    make_tar,
-    make_zip,
-    ok,
-    refused,
-    tree,
-    write_tree,
-)
+from tests.support.archives import make_tar, make_zip, tree, write_tree
+from tests.support.cli import RunCli, ok, refused
+from tests.support.hooks import hook_files, hook_md
 
 REPO = Path(__file__).resolve().parents[2]
 

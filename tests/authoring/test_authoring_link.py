@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from authoring_support import RunCli, hook_files, make_tar, ok, refused, tree, write_tree
+
+from tests.support.archives import make_tar, tree, write_tree
+from tests.support.cli import RunCli, ok, refused
+from tests.support.hooks import hook_files
 
 CONFIG = """\
 # my gateway

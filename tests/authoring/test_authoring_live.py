@@ -10,8 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from authoring_support import CliIn, StartDaemon, hook_files, hook_md, make_tar, ok, write_tree
-from daemon_support import Control, wait_until
+from tests.support.archives import make_tar, write_tree
+from tests.support.cli import RunCli, ok
+from tests.support.control import Control
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import hook_files, hook_md
+from tests.support.state import wait_until
 
 
 def statuses(control: Control) -> dict[str, str]:
@@ -32,17 +36,18 @@ def reply(control: Control, text: str) -> list[Any]:
 
 
 def test_scaffolded_installed_and_linked_hooks_answer_live(
-    daemon: StartDaemon, daemon_state: Path, cli_in: CliIn, tmp_path: Path
+    start_daemon: StartDaemon, state_dir: Path, run_cli: RunCli, tmp_path: Path
 ) -> None:
-    gw = daemon()
+    (state_dir / "workspace").mkdir()
+    gw = start_daemon({"gateway": {"startupHookDelayMs": 0}}, watch=True)
     with gw.control() as control:
         reply(control, "hello")  # start the session, so later replies hold only the command's
 
-        ok(cli_in(daemon_state, "hooks", "new", "live-py"))
+        ok(run_cli("hooks", "new", "live-py"))
         until_status(control, "live-py", "ready")
         assert reply(control, "/live-py") == ["live-py saw command:live-py"]
 
-        ok(cli_in(daemon_state, "hooks", "new", "live-cmd", "--command", "--events", "command:c"))
+        ok(run_cli("hooks", "new", "live-cmd", "--command", "--events", "command:c"))
         until_status(control, "live-cmd", "ready")
         assert reply(control, "/c") == ["live-cmd saw command:c"]
 
@@ -54,16 +59,16 @@ def test_scaffolded_installed_and_linked_hooks_answer_live(
             },
             executable=["handler"],
         )
-        ok(cli_in(daemon_state, "hooks", "install", str(archive)))
+        ok(run_cli("hooks", "install", str(archive)))
         until_status(control, "packed", "ready")
         assert reply(control, "/packed") == ["boxed"]
 
-        linked = write_tree(daemon_state / "dev" / "linked", hook_files("linked", ["command:ln"]))
-        ok(cli_in(daemon_state, "hooks", "install", str(linked), "--link"))
+        linked = write_tree(state_dir / "dev" / "linked", hook_files("linked", ["command:ln"]))
+        ok(run_cli("hooks", "install", str(linked), "--link"))
         until_status(control, "linked", "ready")
         assert reply(control, "/ln") == ["linked says hi"]
 
-        ok(cli_in(daemon_state, "hooks", "uninstall", "packed", "linked"))
+        ok(run_cli("hooks", "uninstall", "packed", "linked"))
         until_status(control, "packed", None)
         until_status(control, "linked", None)
         assert reply(control, "/packed") == []

@@ -14,10 +14,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from authoring_support import RunCli, WriteHook, ok, refused, tree
 
 from gatewayd.authoring import name_problem
 from gatewayd.hooks.metadata import read_manifest
+from tests.support.archives import tree
+from tests.support.cli import RunCli, ok, refused
+from tests.support.hooks import WriteHook
 
 
 def listing(run_cli: RunCli) -> dict[str, dict[str, object]]:

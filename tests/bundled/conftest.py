@@ -1,29 +1,34 @@
 """Fixtures for the bundled hooks' tests.
 
 ``make_ctx`` builds the ``HookContext`` the loader would pass a hook, under ``tmp_path`` (for
-calling a handler directly); ``make_daemon`` gives a real ``gatewayd run`` on its own state dir.
+calling a handler directly), logging into ``log_records``; ``make_daemon`` gives a real
+``gatewayd run`` (not started) configured for the bundled hooks; :func:`install_recorder` adds a
+workspace hook that records each inbound message and echoes it.
 """
 
 from __future__ import annotations
 
-import json
-import shutil
-import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from gatewayd.hooks import HookContext
+from tests.support.daemon import Daemon
+from tests.support.fixtures import NewDaemon
+from tests.support.hooks import recorder, write_hook_dir
+from tests.support.state import read_records
 
-from .daemon import Daemon
-from .hookutil import RecordingLog
+MakeCtx = Callable[..., HookContext]
+MakeDaemon = Callable[..., Daemon]
 
 
 @pytest.fixture
-def make_ctx(tmp_path: Path) -> Callable[..., HookContext]:
-    """``make_ctx(name, config={}, workspace=None)``: a context under ``tmp_path/state``."""
+def make_ctx(tmp_path: Path, log_records: list[MutableMapping[str, Any]]) -> MakeCtx:
+    """``make_ctx(name, config={}, workspace=None)``: a context under ``tmp_path/state``; what
+    the hook logs lands in the ``log_records`` fixture."""
 
     def make(
         name: str, config: Mapping[str, Any] | None = None, workspace: Path | None = None
@@ -37,7 +42,7 @@ def make_ctx(tmp_path: Path) -> Callable[..., HookContext]:
             hook_key=name,
             config={"enabled": True, "env": {}, "timeoutMs": None, **(config or {})},
             env={},
-            log=RecordingLog(),
+            log=structlog.get_logger("gatewayd.hook").bind(hook=name),
             state_dir=state,
             workspace_dir=ws,
         )
@@ -45,34 +50,38 @@ def make_ctx(tmp_path: Path) -> Callable[..., HookContext]:
     return make
 
 
-MakeDaemon = Callable[..., Daemon]
-
-
 @pytest.fixture
-def make_daemon() -> Iterator[MakeDaemon]:
-    """``make_daemon(entries={})``: a :class:`Daemon` (not started) on a fresh state dir.
+def make_daemon(new_daemon: NewDaemon) -> MakeDaemon:
+    """``make_daemon(entries={})``: a :class:`Daemon` (not started) with an empty workspace.
 
-    Its config sets ``hooks.entries`` to ``entries``, fires ``gateway:startup`` without delay and
-    turns the file watcher off (these tests never edit hooks). Every daemon is stopped and its
-    state dir removed afterwards.
+    Its config sets ``hooks.entries`` to ``entries`` and fires ``gateway:startup`` without delay.
     """
-    daemons: list[Daemon] = []
 
     def make(entries: Mapping[str, Any] | None = None) -> Daemon:
-        state = Path(tempfile.mkdtemp(prefix="gw5-", dir="/tmp"))
-        config = {
-            "gateway": {"startupHookDelayMs": 0},
-            "hooks": {"load": {"watch": False}, "entries": dict(entries or {})},
-        }
-        (state / "gatewayd.yaml").write_text(json.dumps(config))  # JSON is YAML
-        (state / "workspace").mkdir()
-        daemon = Daemon(state)
-        daemons.append(daemon)
+        daemon = new_daemon(
+            {"gateway": {"startupHookDelayMs": 0}, "hooks": {"entries": dict(entries or {})}}
+        )
+        daemon.workspace.mkdir()
         return daemon
 
-    yield make
-    for daemon in daemons:
-        try:
-            daemon.stop()
-        finally:
-            shutil.rmtree(daemon.state, ignore_errors=True)
+    return make
+
+
+def install_recorder(workspace: Path) -> Path:
+    """A workspace hook that appends each ``message:received`` to ``<state>/received.jsonl``
+    and replies ``echo: <text>`` (so transcripts hold assistant messages too)."""
+    return write_hook_dir(
+        workspace / "hooks",
+        "recorder",
+        events=["message:received"],
+        handler=recorder(
+            "received.jsonl",
+            keep=("from", "content", "channelId"),
+            reply='event.messages.append("echo: " + event.context.get("content", ""))',
+        ),
+    )
+
+
+def received(state: Path) -> list[dict[str, Any]]:
+    """What the recorder saw: ``{from, content, channelId, sessionKey}`` per message."""
+    return [{**r["ctx"], "sessionKey": r["session"]} for r in read_records(state, "received.jsonl")]

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from gatewayd.hooks import HookContext, create_hook_event
+from tests.support.fixtures import LogRecords, find_log
+from tests.support.hooks import load_bundled_hook
 
-from .hookutil import load_hook
-
-extra = load_hook("bootstrap-extra-files")
-boot = load_hook("boot-md")
+extra = load_bundled_hook("bootstrap-extra-files")
+boot = load_bundled_hook("boot-md")
 
 
 def write(path: Path, text: str = "x") -> Path:
@@ -43,6 +43,7 @@ def names(event: Any) -> list[str]:
 
 def test_globs_from_all_three_keys_add_allowed_names_only(
     make_ctx: Callable[..., HookContext],
+    log_records: LogRecords,
 ) -> None:
     ctx = make_ctx(
         "bootstrap-extra-files",
@@ -75,7 +76,7 @@ def test_globs_from_all_three_keys_add_allowed_names_only(
         "content": "api agents",
         "missing": False,
     }
-    refused = [f for lvl, e, f in ctx.log.records if e == "bootstrap_extra_files.refused"]
+    refused = [r for r in log_records if r["event"] == "bootstrap_extra_files.refused"]
     assert [os.path.relpath(f["path"], ws) for f in refused] == ["docs/notes.md"]
 
 
@@ -89,7 +90,7 @@ def test_basename_allow_list(make_ctx: Callable[..., HookContext]) -> None:
     assert sorted(f["name"] for f in event.context["bootstrapFiles"]) == allowed
 
 
-def test_the_2_mib_limit(make_ctx: Callable[..., HookContext]) -> None:
+def test_the_2_mib_limit(make_ctx: Callable[..., HookContext], log_records: LogRecords) -> None:
     ctx = make_ctx("bootstrap-extra-files", {"paths": ["*/TOOLS.md"]})
     ws = Path(ctx.workspace_dir)
     write(ws / "fits/TOOLS.md", "t" * (2 * 1024 * 1024))
@@ -97,11 +98,14 @@ def test_the_2_mib_limit(make_ctx: Callable[..., HookContext]) -> None:
     event = bootstrap(ctx)
     assert names(event) == ["fits/TOOLS.md"]
     assert len(event.context["bootstrapFiles"][0]["content"]) == 2 * 1024 * 1024
-    assert "larger than 2097152 bytes" in ctx.log.find("bootstrap_extra_files.refused")["reason"]
+    assert (
+        "larger than 2097152 bytes"
+        in find_log(log_records, "bootstrap_extra_files.refused")["reason"]
+    )
 
 
 def test_a_symlink_out_of_the_workspace_is_refused(
-    make_ctx: Callable[..., HookContext], tmp_path: Path
+    make_ctx: Callable[..., HookContext], log_records: LogRecords, tmp_path: Path
 ) -> None:
     ctx = make_ctx("bootstrap-extra-files", {"paths": ["**/SOUL.md", "../outside/SOUL.md"]})
     ws = Path(ctx.workspace_dir)
@@ -116,12 +120,14 @@ def test_a_symlink_out_of_the_workspace_is_refused(
 
     assert names(event) == ["inside/SOUL.md"]
     assert event.context["bootstrapFiles"][0]["content"] == "inside via symlink"
-    reasons = [f["reason"] for _, e, f in ctx.log.records if e == "bootstrap_extra_files.refused"]
+    reasons = [r["reason"] for r in log_records if r["event"] == "bootstrap_extra_files.refused"]
     assert reasons and all("outside the workspace" in r for r in reasons)
     assert all("secret" not in str(f) for f in event.context["bootstrapFiles"])
 
 
-def test_not_regular_and_duplicates(make_ctx: Callable[..., HookContext]) -> None:
+def test_not_regular_and_duplicates(
+    make_ctx: Callable[..., HookContext], log_records: LogRecords
+) -> None:
     ctx = make_ctx("bootstrap-extra-files", {"paths": ["AGENTS.md", "*/AGENTS.md", "x/*"]})
     ws = Path(ctx.workspace_dir)
     write(ws / "AGENTS.md", "root")
@@ -136,9 +142,9 @@ def test_not_regular_and_duplicates(make_ctx: Callable[..., HookContext]) -> Non
 
     assert names(event) == ["AGENTS.md", "y/AGENTS.md"]
     reasons = {
-        os.path.relpath(f["path"], ws): f["reason"]
-        for _, e, f in ctx.log.records
-        if e == "bootstrap_extra_files.refused"
+        os.path.relpath(r["path"], ws): r["reason"]
+        for r in log_records
+        if r["event"] == "bootstrap_extra_files.refused"
     }
     assert reasons == {"x/TOOLS.md": "not a regular file", "x/USER.md": "not a regular file"}
 
@@ -168,6 +174,7 @@ def test_subagent_and_cron_sessions_keep_the_minimal_set(
 
 def test_no_globs_leaves_the_list_alone_and_failures_keep_it(
     make_ctx: Callable[..., HookContext],
+    log_records: LogRecords,
 ) -> None:
     ctx = make_ctx("bootstrap-extra-files", {"paths": 42})
     write(Path(ctx.workspace_dir) / "AGENTS.md")
@@ -175,10 +182,10 @@ def test_no_globs_leaves_the_list_alone_and_failures_keep_it(
     event = bootstrap(ctx, files=files)
     assert event.context["bootstrapFiles"] is files  # mutated in place, never replaced
     assert files == [{"name": "AGENTS.md", "path": "p", "content": "c", "missing": False}]
-    assert ctx.log.find("bootstrap_extra_files.bad_setting")["key"].endswith(".paths")
+    assert find_log(log_records, "bootstrap_extra_files.bad_setting")["key"].endswith(".paths")
 
     event = bootstrap(ctx, files="not a list")
-    assert ctx.log.find("bootstrap_extra_files.failed")["error"].startswith("TypeError")
+    assert find_log(log_records, "bootstrap_extra_files.failed")["error"].startswith("TypeError")
 
 
 class RecordingGateway:
@@ -195,7 +202,9 @@ def startup(ctx: HookContext, gateway: Any) -> None:
     asyncio.run(boot.handler(create_hook_event("gateway", "startup", "", context), ctx))
 
 
-def test_boot_md_delivers_once_without_waiting(make_ctx: Callable[..., HookContext]) -> None:
+def test_boot_md_delivers_once_without_waiting(
+    make_ctx: Callable[..., HookContext], log_records: LogRecords
+) -> None:
     ctx = make_ctx("boot-md")
     write(Path(ctx.workspace_dir) / "BOOT.md", "Check the inbox.\n")
     gateway = RecordingGateway()
@@ -206,23 +215,25 @@ def test_boot_md_delivers_once_without_waiting(make_ctx: Callable[..., HookConte
             {"sender_id": "boot-md", "channel": "boot", "wait": False},
         )
     ]
-    assert ctx.log.find("boot_md.ran")["bytes"] == 17
+    assert find_log(log_records, "boot_md.ran")["bytes"] == 17
 
 
-def test_boot_md_missing_empty_and_failing(make_ctx: Callable[..., HookContext]) -> None:
+def test_boot_md_missing_empty_and_failing(
+    make_ctx: Callable[..., HookContext], log_records: LogRecords
+) -> None:
     ctx = make_ctx("boot-md")
     gateway = RecordingGateway()
     startup(ctx, gateway)
-    assert ctx.log.find("boot_md.skipped")["reason"] == "missing"
+    assert find_log(log_records, "boot_md.skipped")["reason"] == "missing"
     write(Path(ctx.workspace_dir) / "BOOT.md", " \n\t\n")
     startup(ctx, gateway)
-    assert ctx.log.find("boot_md.skipped")["reason"] == "empty"
+    assert find_log(log_records, "boot_md.skipped")["reason"] == "empty"
     assert gateway.calls == []
 
     write(Path(ctx.workspace_dir) / "BOOT.md", "hello")
     startup(ctx, None)  # no gateway to deliver through
-    assert "no gateway to deliver through" in ctx.log.find("boot_md.failed")["error"]
+    assert "no gateway to deliver through" in find_log(log_records, "boot_md.failed")["error"]
     write(Path(ctx.workspace_dir) / "BOOT.md", "x" * (1024 * 1024 + 1))
     startup(ctx, gateway)
-    assert "over 1048576 bytes" in ctx.log.find("boot_md.failed")["error"]
+    assert "over 1048576 bytes" in find_log(log_records, "boot_md.failed")["error"]
     assert gateway.calls == []

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from gatewayd.hooks import HookContext, create_hook_event
+from tests.support.fixtures import LogRecords, find_log, log_events
+from tests.support.hooks import load_bundled_hook
 
-from .hookutil import load_hook
-
-hook = load_hook("command-logger")
+hook = load_bundled_hook("command-logger")
 ISO_MS_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
 
@@ -120,20 +120,26 @@ def test_concurrent_threads_never_interleave_or_lose_lines_across_rotations(
 
 def test_bad_settings_fall_back_to_defaults_and_say_so(
     make_ctx: Callable[..., HookContext],
+    log_records: LogRecords,
 ) -> None:
     ctx = make_ctx("command-logger", {"maxBytes": "10MB", "backups": -1})
     hook.handler(command("new"), ctx)
-    assert ctx.log.events("command_logger.bad_setting") == ["command_logger.bad_setting"] * 2
     assert (
-        ctx.log.find("command_logger.bad_setting")["key"] == "hooks.entries.command-logger.backups"
+        log_events(log_records, "command_logger.bad_setting") == ["command_logger.bad_setting"] * 2
+    )
+    assert (
+        find_log(log_records, "command_logger.bad_setting")["key"]
+        == "hooks.entries.command-logger.backups"
     )
     assert (Path(ctx.state_dir) / "logs" / "commands.log").is_file()
 
 
-def test_a_write_failure_is_logged_not_raised(make_ctx: Callable[..., HookContext]) -> None:
+def test_a_write_failure_is_logged_not_raised(
+    make_ctx: Callable[..., HookContext], log_records: LogRecords
+) -> None:
     ctx = make_ctx("command-logger")
     (Path(ctx.state_dir) / "logs").write_text("a file where the logs dir should be")
     hook.handler(command("new"), ctx)  # must not raise
-    failed = ctx.log.find("command_logger.failed")
+    failed = find_log(log_records, "command_logger.failed")
     assert failed["action"] == "new"
     assert failed["path"].endswith("logs/commands.log")

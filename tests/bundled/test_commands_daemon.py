@@ -8,8 +8,12 @@ import threading
 from datetime import datetime, timedelta
 from typing import Any
 
-from .conftest import MakeDaemon
-from .daemon import Daemon, install_recorder
+import yaml
+
+from tests.support.daemon import Daemon
+from tests.support.state import write_config
+
+from .conftest import MakeDaemon, install_recorder
 
 ISO_MS_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
@@ -153,16 +157,15 @@ def test_empty_sessions_write_nothing(make_daemon: MakeDaemon) -> None:
     daemon.send("/stop")
     daemon.send("/reset")  # "/stop" and its echo only
     assert not (daemon.workspace / "memory").exists()
-    reasons = [r["reason"] for r in daemon.logs("session_memory.skipped")]
+    reasons = [r["reason"] for r in daemon.events("session_memory.skipped")]
     assert reasons == ["no session", "empty session", "empty session"]
 
 
 def test_memory_dir_is_under_the_configured_workspace(make_daemon: MakeDaemon) -> None:
     daemon = make_daemon()
     other = daemon.state / "elsewhere"
-    config = json.loads((daemon.state / "gatewayd.yaml").read_text())
-    config["workspace"] = {"dir": str(other)}
-    (daemon.state / "gatewayd.yaml").write_text(json.dumps(config))
+    config = yaml.safe_load((daemon.state / "gatewayd.yaml").read_text())
+    write_config(daemon.state, {**config, "workspace": {"dir": str(other)}})
     daemon.start()
     daemon.send("Über-Plan für Ärger")
     daemon.send("/reset")

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from gatewayd.hooks import HookContext, create_hook_event
+from tests.support.fixtures import LogRecords, find_log, log_events
+from tests.support.hooks import load_bundled_hook
 
-from .hookutil import load_hook
-
-hook = load_hook("session-memory")
+hook = load_bundled_hook("session-memory")
 WHEN = datetime(2025, 1, 31, 9, 15, 2, 347_000, tzinfo=UTC)
 
 
@@ -48,6 +48,7 @@ def memory_files(ctx: HookContext) -> list[Path]:
 
 def test_writes_header_and_last_messages_skipping_slash_commands(
     make_ctx: Callable[..., HookContext],
+    log_records: LogRecords,
 ) -> None:
     ctx = make_ctx("session-memory", {"messages": 4})
     transcript(
@@ -81,7 +82,7 @@ def test_writes_header_and_last_messages_skipping_slash_commands(
         "assistant: Keep the previous image.\n"
         "user: and the database\nmigrations?\n"
     )
-    assert ctx.log.find("session_memory.saved")["messages"] == 4
+    assert find_log(log_records, "session_memory.saved")["messages"] == 4
     assert list((Path(ctx.workspace_dir) / "memory").iterdir()) == [path]  # no temp file left
 
 
@@ -157,18 +158,20 @@ def test_replies_to_slash_commands_are_left_out(make_ctx: Callable[..., HookCont
     )
 
 
-def test_empty_session_writes_nothing(make_ctx: Callable[..., HookContext]) -> None:
+def test_empty_session_writes_nothing(
+    make_ctx: Callable[..., HookContext], log_records: LogRecords
+) -> None:
     ctx = make_ctx("session-memory")
     transcript(ctx, "s1", [("user", "/new"), ("assistant", "New session."), ("user", "/stop")])
     hook.handler(reset_event(ctx, "s1"), ctx)
-    assert ctx.log.find("session_memory.skipped")["reason"] == "empty session"
+    assert find_log(log_records, "session_memory.skipped")["reason"] == "empty session"
 
     fresh = reset_event(ctx, "s1", previousSessionEntry=None, sessionId=None, sessionFile=None)
     hook.handler(fresh, ctx)  # /new on a key that never had a session
-    assert ctx.log.find("session_memory.skipped")["reason"] == "no session"
+    assert find_log(log_records, "session_memory.skipped")["reason"] == "no session"
 
     hook.handler(reset_event(ctx, "never-written"), ctx)
-    assert ctx.log.find("session_memory.skipped")["reason"] == "no transcript"
+    assert find_log(log_records, "session_memory.skipped")["reason"] == "no transcript"
     assert not (Path(ctx.workspace_dir) / "memory").exists()
 
 
@@ -186,10 +189,12 @@ def test_torn_lines_are_skipped_and_content_parts_read(
     assert memory.read_text().endswith("user: first words\nassistant: parts\nuser: text key\n")
 
 
-def test_failures_are_logged_not_raised(make_ctx: Callable[..., HookContext]) -> None:
+def test_failures_are_logged_not_raised(
+    make_ctx: Callable[..., HookContext], log_records: LogRecords
+) -> None:
     ctx = make_ctx("session-memory", {"messages": 0})
     transcript(ctx, "s1", [("user", "hello")])
     (Path(ctx.workspace_dir) / "memory").write_text("a file where the memory dir should be")
     hook.handler(reset_event(ctx, "s1"), ctx)  # must not raise
-    assert ctx.log.find("session_memory.bad_setting")["using"] == 15
-    assert "session_memory.failed" in ctx.log.events()
+    assert find_log(log_records, "session_memory.bad_setting")["using"] == 15
+    assert "session_memory.failed" in log_events(log_records)

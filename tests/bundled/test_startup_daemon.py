@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import MakeDaemon
-from .daemon import Daemon, install_recorder, received
+from tests.support.cli import gatewayd
+from tests.support.daemon import Daemon
+from tests.support.state import wait_until
+
+from .conftest import MakeDaemon, install_recorder, received
 
 
 def boot_messages(daemon: Daemon) -> list[dict[str, Any]]:
@@ -29,7 +31,7 @@ def test_boot_md_is_delivered_once_per_start_as_an_inbound_message(
 
     ran = daemon.wait_log("boot_md.ran")
     assert ran["bytes"] == 30 and ran["hook"] == "boot-md"
-    daemon.wait_for(lambda: bool(boot_messages(daemon)), "BOOT.md to arrive as a message")
+    wait_until(lambda: bool(boot_messages(daemon)), what="BOOT.md to arrive as a message")
     assert boot_messages(daemon) == [
         {
             "from": "boot-md",
@@ -46,7 +48,7 @@ def test_boot_md_is_delivered_once_per_start_as_an_inbound_message(
     daemon.stop()
     daemon.start()  # a new process: delivered again
     daemon.wait_log("boot_md.ran")
-    daemon.wait_for(lambda: len(boot_messages(daemon)) == 2, "the second start's delivery")
+    wait_until(lambda: len(boot_messages(daemon)) == 2, what="the second start's delivery")
 
 
 @pytest.mark.parametrize(("content", "reason"), [(None, "missing"), (" \n\t\n", "empty")])
@@ -63,7 +65,7 @@ def test_boot_md_missing_or_blank_is_skipped(
     assert skipped["path"] == str(daemon.workspace / "BOOT.md")
     daemon.send("a later message")  # dispatched after gateway:startup's handlers
     assert boot_messages(daemon) == []
-    assert daemon.logs("boot_md.ran") == daemon.logs("boot_md.failed") == []
+    assert daemon.events("boot_md.ran") == daemon.events("boot_md.failed") == []
 
 
 def workspace_for_bootstrap(ws: Path, outside: Path) -> None:
@@ -113,7 +115,7 @@ def test_bootstrap_op_returns_the_extended_list(make_daemon: MakeDaemon) -> None
     }
     refused = {
         os.path.relpath(r["path"], daemon.workspace): r["reason"]
-        for r in daemon.logs("bootstrap_extra_files.refused")
+        for r in daemon.events("bootstrap_extra_files.refused")
     }
     assert refused.keys() == {
         "packages/big/TOOLS.md",
@@ -166,18 +168,9 @@ def test_gatewayd_bootstrap_command(make_daemon: MakeDaemon) -> None:
     daemon = make_daemon({"bootstrap-extra-files": {"paths": "packages/api/AGENTS.md"}})
     workspace_for_bootstrap(daemon.workspace, daemon.state / "outside")
     daemon.start()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAYD_")}
-    env["ELIZA_STATE_DIR"] = str(daemon.state)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "gatewayd", "bootstrap", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        return gatewayd(daemon.state, "bootstrap", *args)
 
     done = cli("--session", "agent:main:main", "--json")
     assert done.returncode == 0, done.stderr

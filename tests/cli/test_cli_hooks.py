@@ -8,20 +8,14 @@ tests look only at the hooks they write, and check that bundled ones are listed 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-RunCli = Any  # the run_cli fixture (tests/conftest.py)
-WriteHook = Any
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-    return result
+from tests.support.cli import RunCli, ok
+from tests.support.hooks import WriteHook
 
 
 def mine(listing: dict[str, Any], source: str | None = None) -> list[dict[str, Any]]:

@@ -22,7 +22,8 @@ from concurrent.futures import Future
 from typing import Any
 
 import pytest
-from e2e_docker import (
+
+from tests.container.e2e_docker import (
     APP_BUILD_STAGE,
     APP_IMAGE,
     BASE_IMAGE,

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from e2e_docker import Container, docker, wait_until
+
+from tests.container.e2e_docker import Container, docker, wait_until
 
 pytestmark = [pytest.mark.container, pytest.mark.slow, pytest.mark.timeout(900)]
 

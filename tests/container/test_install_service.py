@@ -13,22 +13,12 @@ from pathlib import Path
 import pytest
 
 from gatewayd import service
+from tests.support.cli import RunCli, gatewayd
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM_UNIT = REPO / "systemd" / "gatewayd.service"
 USER_UNIT = REPO / "systemd" / "user" / "gatewayd.service"
 EXEC_START = re.compile(r"^ExecStart=(.*)$", re.MULTILINE)
-
-
-def gatewayd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gatewayd", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-    )
 
 
 def this_gatewayd() -> str:
@@ -39,8 +29,8 @@ def without_exec_start(text: str) -> str:
     return EXEC_START.sub("", text)
 
 
-def test_stdout_is_the_repository_unit_with_this_installations_gatewayd() -> None:
-    done = gatewayd("install-service", "--stdout", "--notify-reload", "no")
+def test_stdout_is_the_repository_unit_with_this_installations_gatewayd(run_cli: RunCli) -> None:
+    done = run_cli("install-service", "--stdout", "--notify-reload", "no")
     assert done.returncode == 0, done.stderr
     assert EXEC_START.findall(done.stdout) == [f"{this_gatewayd()} run"]
     assert without_exec_start(done.stdout) == without_exec_start(SYSTEM_UNIT.read_text())
@@ -48,17 +38,22 @@ def test_stdout_is_the_repository_unit_with_this_installations_gatewayd() -> Non
 
 def test_user_unit_takes_the_state_dir_from_the_environment(tmp_path: Path) -> None:
     state = tmp_path / "my state"
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "ELIZA_STATE_DIR": str(state)}
-    done = gatewayd("install-service", "--user", "--stdout", "--notify-reload", "no", env=env)
+    state.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    done = gatewayd(
+        state, "install-service", "--user", "--stdout", "--notify-reload", "no", env=env
+    )
     assert done.returncode == 0, done.stderr
     assert f'\nEnvironment="ELIZA_STATE_DIR={state}"\n' in done.stdout
     assert "\nEnvironment=ELIZA_STATE_DIR=%h/.eliza\n" in USER_UNIT.read_text()
     assert EXEC_START.findall(done.stdout) == [f"{this_gatewayd()} run"]
 
 
-def test_writes_once_reports_unchanged_and_refuses_to_clobber_local_edits(tmp_path: Path) -> None:
+def test_writes_once_reports_unchanged_and_refuses_to_clobber_local_edits(
+    tmp_path: Path, run_cli: RunCli
+) -> None:
     args = ("install-service", "--unit-dir", str(tmp_path), "--notify-reload", "yes")
-    first = gatewayd(*args)
+    first = run_cli(*args)
     assert first.returncode == 0, first.stderr
     unit = tmp_path / "gatewayd.service"
     dropin = tmp_path / "gatewayd.service.d" / "notify-reload.conf"
@@ -66,15 +61,15 @@ def test_writes_once_reports_unchanged_and_refuses_to_clobber_local_edits(tmp_pa
     assert dropin.read_text() == (REPO / "systemd" / "notify-reload.conf").read_text()
     assert "systemctl daemon-reload && systemctl enable --now gatewayd.service" in first.stdout
 
-    assert f"unchanged {unit}" in gatewayd(*args).stdout
+    assert f"unchanged {unit}" in run_cli(*args).stdout
 
     unit.write_text(unit.read_text() + "Nice=5\n")
-    refused = gatewayd(*args)
+    refused = run_cli(*args)
     assert refused.returncode == 1
     assert "differs" in refused.stderr and "--force" in refused.stderr
     assert unit.read_text().endswith("Nice=5\n")
 
-    assert gatewayd(*args, "--force").returncode == 0
+    assert run_cli(*args, "--force").returncode == 0
     assert not unit.read_text().endswith("Nice=5\n")
 
 
@@ -94,7 +89,9 @@ def test_exec_start_words_are_quoted_for_systemd() -> None:
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
-def test_the_system_unit_scores_ok_and_the_rendered_unit_verifies(tmp_path: Path) -> None:
+def test_the_system_unit_scores_ok_and_the_rendered_unit_verifies(
+    tmp_path: Path, run_cli: RunCli
+) -> None:
     security = subprocess.run(
         ["systemd-analyze", "security", "--offline=true", "--no-pager", str(SYSTEM_UNIT)],
         capture_output=True,
@@ -106,7 +103,7 @@ def test_the_system_unit_scores_ok_and_the_rendered_unit_verifies(tmp_path: Path
     assert match, security.stdout[-2000:] + security.stderr
     assert float(match.group(1)) <= 2.0, match.group(0)
 
-    assert gatewayd("install-service", "--unit-dir", str(tmp_path)).returncode == 0
+    assert run_cli("install-service", "--unit-dir", str(tmp_path)).returncode == 0
     verify = subprocess.run(
         ["systemd-analyze", "verify", "--man=no", str(tmp_path / "gatewayd.service")],
         capture_output=True,

@@ -13,7 +13,8 @@ import textwrap
 from collections.abc import Iterator
 
 import pytest
-from e2e_docker import REPO, SYSTEMD_RUN_OPTS, Container, wait_until
+
+from tests.container.e2e_docker import REPO, SYSTEMD_RUN_OPTS, Container, wait_until
 
 pytestmark = [pytest.mark.container, pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from daemon_support import StartDaemon, WriteHook
+from tests.support.cli import gatewayd
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import WriteHook
 
 ECHO = """
 async def handler(event):
@@ -17,21 +19,8 @@ async def handler(event):
 """
 
 
-def gatewayd(
-    state: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gatewayd", *args],
-        env={**os.environ, "ELIZA_STATE_DIR": str(state), **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
-def test_no_daemon_running(short_state: Path) -> None:
-    socket = short_state / "run" / "gatewayd.sock"
+def test_no_daemon_running(state_dir: Path) -> None:
+    socket = state_dir / "run" / "gatewayd.sock"
     for args in (
         ["status"],
         ["status", "--json"],
@@ -39,83 +28,81 @@ def test_no_daemon_running(short_state: Path) -> None:
         ["trigger", "command:x", "--session", "s"],
         ["reload"],
     ):
-        proc = gatewayd(short_state, *args)
+        proc = gatewayd(state_dir, *args)
         assert proc.returncode == 1, args
         assert proc.stderr == f"error: gatewayd is not running (no socket at {socket})\n", args
         assert proc.stdout == ""
 
 
-def test_client_commands(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
-) -> None:
+def test_client_commands(write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path) -> None:
     write_hook(
-        short_state / "hooks", "echo", events=["message:received", "command:echo"], handler=ECHO
+        state_dir / "hooks", "echo", events=["message:received", "command:echo"], handler=ECHO
     )
     daemon = start_daemon()
 
-    status = gatewayd(short_state, "status")
+    status = gatewayd(state_dir, "status")
     assert status.returncode == 0, status.stderr
     assert f"(pid {daemon.proc.pid}," in status.stdout
     assert "hooks:" in status.stdout and "queue:" in status.stdout
 
-    as_json = gatewayd(short_state, "status", "--json")
+    as_json = gatewayd(state_dir, "status", "--json")
     assert as_json.returncode == 0, as_json.stderr
     data = json.loads(as_json.stdout)
     assert data["pid"] == daemon.proc.pid
     assert data["queue"]["capacity"] == 1024
 
-    send = gatewayd(short_state, "send", "hello there", "--session", "agent:main:main")
+    send = gatewayd(state_dir, "send", "hello there", "--session", "agent:main:main")
     assert send.returncode == 0, send.stderr
     assert send.stdout == "echo: hello there\nsecond line\n"
-    send_json = gatewayd(short_state, "send", "/new", "--session", "k", "--json")
+    send_json = gatewayd(state_dir, "send", "/new", "--session", "k", "--json")
     assert json.loads(send_json.stdout) == {
         "messages": ["echo: /new", "second line"],
         "command": "new",
     }
 
     trig = gatewayd(
-        short_state, "trigger", "command:echo", "--session", "s", "--context", '{"say": "yo"}'
+        state_dir, "trigger", "command:echo", "--session", "s", "--context", '{"say": "yo"}'
     )
     assert (trig.returncode, trig.stdout) == (0, "echo: yo\nsecond line\n"), trig.stderr
-    queued = gatewayd(short_state, "trigger", "command:echo", "--session", "s", "--no-wait")
+    queued = gatewayd(state_dir, "trigger", "command:echo", "--session", "s", "--no-wait")
     assert (queued.returncode, queued.stdout) == (0, "queued\n")
-    bad_event = gatewayd(short_state, "trigger", "comand:echo", "--session", "s")
+    bad_event = gatewayd(state_dir, "trigger", "comand:echo", "--session", "s")
     assert bad_event.returncode == 1
     assert bad_event.stderr.startswith("error: unknown event type 'comand'")
     bad_context = gatewayd(
-        short_state, "trigger", "command:echo", "--session", "s", "--context", "[1]"
+        state_dir, "trigger", "command:echo", "--session", "s", "--context", "[1]"
     )
     assert bad_context.returncode == 1
     assert bad_context.stderr == "error: --context must be a JSON object, got list\n"
 
-    reload = gatewayd(short_state, "reload")
+    reload = gatewayd(state_dir, "reload")
     assert reload.returncode == 0, reload.stderr
     assert reload.stdout.startswith("reloaded: ")
-    reload_json = json.loads(gatewayd(short_state, "reload", "--json").stdout)
+    reload_json = json.loads(gatewayd(state_dir, "reload", "--json").stdout)
     assert set(reload_json) == {"discovered", "eligible", "registered", "skipped", "failed"}
     assert daemon.stop() == 0
 
 
-def test_socket_from_flag_env_and_config_file(start_daemon: StartDaemon, short_state: Path) -> None:
-    custom = short_state / "ctl" / "gw.sock"
+def test_socket_from_flag_env_and_config_file(start_daemon: StartDaemon, state_dir: Path) -> None:
+    custom = state_dir / "ctl" / "gw.sock"
     daemon = start_daemon({"gateway": {"control": {"socket": str(custom)}}})
     assert custom.exists()
     # From the config file, with no flag.
-    proc = gatewayd(short_state, "status", "--json")
+    proc = gatewayd(state_dir, "status", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["channels"][0]["address"] == str(custom)
     # --socket and the env override beat the file.
-    other = short_state / "nowhere.sock"
-    flag = gatewayd(short_state, "status", "--socket", str(other))
+    other = state_dir / "nowhere.sock"
+    flag = gatewayd(state_dir, "status", "--socket", str(other))
     assert flag.stderr == f"error: gatewayd is not running (no socket at {other})\n"
-    env = gatewayd(short_state, "status", env={"GATEWAYD_GATEWAY__CONTROL__SOCKET": str(other)})
+    env = gatewayd(state_dir, "status", env={"GATEWAYD_GATEWAY__CONTROL__SOCKET": str(other)})
     assert env.stderr == f"error: gatewayd is not running (no socket at {other})\n"
-    assert gatewayd(short_state, "status", "--socket", str(custom)).returncode == 0
+    assert gatewayd(state_dir, "status", "--socket", str(custom)).returncode == 0
     assert daemon.stop() == 0
 
 
 def test_client_does_not_import_the_daemon_stack(
-    start_daemon: StartDaemon, short_state: Path
+    start_daemon: StartDaemon, state_dir: Path
 ) -> None:
     daemon = start_daemon()
     code = (
@@ -129,7 +116,7 @@ def test_client_does_not_import_the_daemon_stack(
     )
     proc = subprocess.run(
         [sys.executable, "-c", code],
-        env={**os.environ, "ELIZA_STATE_DIR": str(short_state)},
+        env={**os.environ, "ELIZA_STATE_DIR": str(state_dir)},
         capture_output=True,
         text=True,
         timeout=60,

@@ -8,7 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from daemon_support import Control, Daemon, StartDaemon, WriteHook, wait_until
+
+from tests.support.control import Control
+from tests.support.daemon import Daemon
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import WriteHook
+from tests.support.state import wait_until
 
 COUNTER = """
 import asyncio, collections, json
@@ -26,15 +31,15 @@ async def handler(event):
 
 
 @pytest.fixture
-def daemon(write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path) -> Iterator[Daemon]:
+def daemon(write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path) -> Iterator[Daemon]:
     write_hook(
-        short_state / "hooks",
+        state_dir / "hooks",
         "echo",
         events=["command:echo"],
         handler="async def handler(event):\n    event.messages.append(event.context['say'])\n",
     )
     write_hook(
-        short_state / "hooks",
+        state_dir / "hooks",
         "counter",
         events=["command:count", "command:report"],
         handler=COUNTER,
@@ -50,7 +55,7 @@ def daemon(write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path) 
     assert daemon.stop() == 0
 
 
-def test_ops(daemon: Daemon, short_state: Path) -> None:
+def test_ops(daemon: Daemon, state_dir: Path) -> None:
     with daemon.control() as control:
         assert control.ok("ping") == {"id": 1, "ok": True, "pong": True}
         status = control.ok("status")["status"]
@@ -84,7 +89,7 @@ def test_ops(daemon: Daemon, short_state: Path) -> None:
         listing = control.ok("hooks")
         names = {hook["name"] for hook in listing["hooks"]}
         assert {"echo", "counter"} <= names
-        assert listing["stateDir"] == str(short_state)
+        assert listing["stateDir"] == str(state_dir)
 
         assert control.ok("bootstrap", sessionKey="s")["bootstrapFiles"] == []
 

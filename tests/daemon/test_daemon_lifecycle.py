@@ -7,29 +7,23 @@ import os
 import signal
 import socket
 import stat
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from daemon_support import (
-    Control,
-    StartDaemon,
-    WriteHook,
-    parse_ts,
-    read_records,
-    recorder,
-    wait_until,
-    write_config,
-)
+
+from tests.support.cli import gatewayd
+from tests.support.control import Control
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import WriteHook, recorder
+from tests.support.state import parse_ts, read_records, wait_until, write_config
 
 
 def test_start_order_and_startup_delay(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
     write_hook(
-        short_state / "hooks",
+        state_dir / "hooks",
         "startup-probe",
         events=["gateway:startup"],
         handler=recorder(
@@ -51,7 +45,7 @@ def test_start_order_and_startup_delay(
     assert ready["STATUS"].startswith("running: "), ready
     assert ready["MAINPID"] == str(daemon.proc.pid)
 
-    records = wait_until(lambda: read_records(short_state), what="the gateway:startup hook")
+    records = wait_until(lambda: read_records(state_dir), what="the gateway:startup hook")
     # Start order: hooks loaded -> channels up -> ready, then the startup event.
     assert (
         daemon.log_index("hooks.loaded")
@@ -66,10 +60,10 @@ def test_start_order_and_startup_delay(
     assert fired > ready_at  # READY=1 was sent before the startup hook ran
     assert records[0]["key"] == "gateway:startup"
     assert records[0]["session"] == "gateway:startup"
-    assert records[0]["ctx"]["workspaceDir"] == str(short_state / "workspace")
+    assert records[0]["ctx"]["workspaceDir"] == str(state_dir / "workspace")
     assert records[0]["ctx"]["cfg"]["gateway"]["startupHookDelayMs"] == 250
     # A handle with what a hook may do (deliver), not the daemon's internals.
-    assert (short_state / "gateway.txt").read_text() == "HookGateway True False"
+    assert (state_dir / "gateway.txt").read_text() == "HookGateway True False"
 
     with daemon.control() as control:
         status = control.ok("status")["status"]
@@ -80,28 +74,21 @@ def test_start_order_and_startup_delay(
     assert daemon.stop() == 0
 
 
-def test_invalid_config_lists_every_error_and_exits_78(short_state: Path) -> None:
+def test_invalid_config_lists_every_error_and_exits_78(state_dir: Path) -> None:
     write_config(
-        short_state,
+        state_dir,
         {"gateway": {"queue": {"capacity": 0}}, "hooks": {"timeoutMs": "soon"}, "bogus": 1},
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "gatewayd", "run"],
-        env={**os.environ, "ELIZA_STATE_DIR": str(short_state)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = gatewayd(state_dir, "run")
     assert proc.returncode == 78, proc.stderr
     assert "gateway.queue.capacity" in proc.stderr
     assert "hooks.timeoutMs" in proc.stderr
     assert "bogus" in proc.stderr
-    assert not (short_state / "run" / "gatewayd.sock").exists()
+    assert not (state_dir / "run" / "gatewayd.sock").exists()
 
 
-def test_socket_is_private(start_daemon: StartDaemon, short_state: Path) -> None:
-    (short_state / "run").mkdir(mode=0o755)  # the default dir, too open: tightened
+def test_socket_is_private(start_daemon: StartDaemon, state_dir: Path) -> None:
+    (state_dir / "run").mkdir(mode=0o755)  # the default dir, too open: tightened
     daemon = start_daemon()
     assert stat.S_IMODE(daemon.socket.stat().st_mode) == 0o600
     assert stat.S_IMODE(daemon.socket.parent.stat().st_mode) == 0o700
@@ -109,7 +96,7 @@ def test_socket_is_private(start_daemon: StartDaemon, short_state: Path) -> None
     assert not daemon.socket.exists()  # removed on a clean exit
 
     # A directory the config names is the admin's: never chmod-ed, only warned about.
-    shared = short_state / "shared"
+    shared = state_dir / "shared"
     shared.mkdir(mode=0o755)
     shared.chmod(0o755)
     again = start_daemon({"gateway": {"control": {"socket": str(shared / "gw.sock")}}})
@@ -120,10 +107,10 @@ def test_socket_is_private(start_daemon: StartDaemon, short_state: Path) -> None
 
 
 def test_second_daemon_is_refused_and_stale_socket_replaced(
-    start_daemon: StartDaemon, short_state: Path
+    start_daemon: StartDaemon, state_dir: Path
 ) -> None:
     # A crashed daemon's leftover: a socket file nobody listens on.
-    run = short_state / "run"
+    run = state_dir / "run"
     run.mkdir(mode=0o700)
     stale = socket.socket(socket.AF_UNIX)
     stale.bind(str(run / "gatewayd.sock"))
@@ -142,13 +129,13 @@ def test_second_daemon_is_refused_and_stale_socket_replaced(
 
 
 def test_peer_credentials_other_uid_is_forbidden(
-    start_daemon: StartDaemon, short_state: Path
+    start_daemon: StartDaemon, state_dir: Path
 ) -> None:
     if os.getuid() != 0:
         pytest.skip("needs root: only root can connect as another uid to test SO_PEERCRED")
     daemon = start_daemon()
     # Open the filesystem gate on purpose, so only the peer-credential check stands.
-    short_state.chmod(0o755)
+    state_dir.chmod(0o755)
     daemon.socket.parent.chmod(0o755)
     daemon.socket.chmod(0o666)
     # A forked child drops to uid 65534 (nobody) and asks for a ping.
@@ -184,10 +171,10 @@ def test_peer_credentials_other_uid_is_forbidden(
 
 
 def test_sigterm_with_a_full_queue_loses_nothing_accepted(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
     write_hook(
-        short_state / "hooks",
+        state_dir / "hooks",
         "slow-recorder",
         events=["command:work"],
         handler=recorder(keep=("n",), before="await asyncio.sleep(0.005)"),
@@ -229,7 +216,7 @@ def test_sigterm_with_a_full_queue_loses_nothing_accepted(
                 refused += 1
         control.close()
     assert daemon.wait() == 0
-    dispatched = [r["ctx"]["n"] for r in read_records(short_state)]
+    dispatched = [r["ctx"]["n"] for r in read_records(state_dir)]
     assert len(dispatched) == len(set(dispatched)), "an event was dispatched twice"
     assert set(dispatched) == accepted
     assert len(accepted) < 4 * per_client  # the signal really came while work was pending
@@ -244,10 +231,10 @@ def test_sigterm_with_a_full_queue_loses_nothing_accepted(
 
 
 def test_drain_deadline_counts_what_is_left(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
     write_hook(
-        short_state / "hooks",
+        state_dir / "hooks",
         "very-slow",
         events=["command:work"],
         handler=recorder(keep=("n",), before="await asyncio.sleep(0.3)"),
@@ -261,7 +248,7 @@ def test_drain_deadline_counts_what_is_left(
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait() == 0
     line = daemon.shutdown_line()
-    done = len(read_records(short_state))
+    done = len(read_records(state_dir))
     assert line["left"] > 0
     assert done + line["left"] == 10
     assert line["summary"].endswith(f" - {line['left']} left")
@@ -269,27 +256,27 @@ def test_drain_deadline_counts_what_is_left(
 
 
 def test_gateway_shutdown_fires_and_sigint_is_graceful(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
     write_hook(
-        short_state / "hooks",
+        state_dir / "hooks",
         "bye",
         events=["gateway:shutdown"],
         handler=recorder(keep=("reason",)),
     )
     daemon = start_daemon()
     assert daemon.stop(signal.SIGINT) == 0
-    records = read_records(short_state)
+    records = read_records(state_dir)
     assert [r["key"] for r in records] == ["gateway:shutdown"]
     assert records[0]["ctx"]["reason"] == "SIGINT"
     assert daemon.shutdown_line()["summary"].startswith("shutdown on SIGINT - ")
 
 
 def test_second_signal_forces_exit(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
     write_hook(
-        short_state / "hooks",
+        state_dir / "hooks",
         "stuck",
         events=["gateway:shutdown"],
         handler="import asyncio\n\nasync def handler(event):\n    await asyncio.sleep(3600)\n",

@@ -7,7 +7,10 @@ import select
 from pathlib import Path
 from typing import Any
 
-from daemon_support import Control, StartDaemon, WriteHook, read_records, recorder, wait_until
+from tests.support.control import Control
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import WriteHook, recorder
+from tests.support.state import read_records, wait_until
 
 KEEP = (
     "from",
@@ -44,9 +47,9 @@ def _send(control: Control, text: str, key: str = "agent:main:main") -> dict[str
 
 
 def test_new_and_reset_event_order_reply_and_sessions(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    _order_hooks(write_hook, short_state / "hooks")
+    _order_hooks(write_hook, state_dir / "hooks")
     daemon = start_daemon()
     with daemon.control() as control:
         first = _send(control, "hello")
@@ -89,7 +92,7 @@ def test_new_and_reset_event_order_reply_and_sessions(
         status = control.ok("status")["status"]
         assert status["sessions"] == 2
 
-    records = read_records(short_state)
+    records = read_records(state_dir)
     by_key: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         by_key.setdefault(r["key"], []).append(r)
@@ -112,11 +115,11 @@ def test_new_and_reset_event_order_reply_and_sessions(
     assert cmd_new["previousSessionEntry"]["sessionId"] == first_id
     assert cmd_new["sessionEntry"]["sessionId"] == first_id
     assert cmd_new["sessionId"] == first_id
-    assert cmd_new["sessionFile"] == str(short_state / "sessions" / f"{first_id}.jsonl")
+    assert cmd_new["sessionFile"] == str(state_dir / "sessions" / f"{first_id}.jsonl")
     assert cmd_new["args"] == "fresh start"
     assert cmd_new["commandSource"] == "test"
     assert cmd_new["senderId"] == "alice"
-    assert cmd_new["workspaceDir"] == str(short_state / "workspace")
+    assert cmd_new["workspaceDir"] == str(state_dir / "workspace")
     assert by_key["command:reset"][0]["ctx"]["previousSessionEntry"]["sessionId"] == second_id
     assert by_key["command:deploy"][0]["ctx"]["args"] == "prod  now"
     stop_ctx = by_key["command:stop"][0]["ctx"]
@@ -127,7 +130,7 @@ def test_new_and_reset_event_order_reply_and_sessions(
     # The transcript of the first session: the message and its reply.
     transcript = [
         json.loads(line)
-        for line in (short_state / "sessions" / f"{first_id}.jsonl").read_text().splitlines()
+        for line in (state_dir / "sessions" / f"{first_id}.jsonl").read_text().splitlines()
     ]
     assert [(t["role"], t["content"]) for t in transcript] == [
         ("user", "hello"),
@@ -135,7 +138,7 @@ def test_new_and_reset_event_order_reply_and_sessions(
         ("assistant", "session:start"),
         ("assistant", "agent:bootstrap"),
     ]
-    index = json.loads((short_state / "sessions" / "sessions.json").read_text())
+    index = json.loads((state_dir / "sessions" / "sessions.json").read_text())
     assert index["agent:main:main"]["sessionId"] == third_id
     assert set(index) == {"agent:main:main", "other"}
 
@@ -144,7 +147,7 @@ def test_new_and_reset_event_order_reply_and_sessions(
         len(r["messages"]) for r in (first, new, reset, stop, deploy, not_a_command, other)
     )
     sent = wait_until(
-        lambda: (s := read_records(short_state, "sent.jsonl")) and len(s) >= total_replies and s,
+        lambda: (s := read_records(state_dir, "sent.jsonl")) and len(s) >= total_replies and s,
         what="message:sent events",
     )
     assert len(sent) == total_replies
@@ -154,12 +157,12 @@ def test_new_and_reset_event_order_reply_and_sessions(
     assert daemon.stop() == 0
 
     # Sessions survive a restart: no session:start for a known key.
-    before = len(read_records(short_state))
+    before = len(read_records(state_dir))
     again = start_daemon()
     with again.control() as control:
         assert _send(control, "still here")["messages"] == ["message:received"]
-    assert [r["key"] for r in read_records(short_state)[before:]] == ["message:received"]
-    lines = (short_state / "sessions" / f"{third_id}.jsonl").read_text().splitlines()
+    assert [r["key"] for r in read_records(state_dir)[before:]] == ["message:received"]
+    lines = (state_dir / "sessions" / f"{third_id}.jsonl").read_text().splitlines()
     assert json.loads(lines[-2]) | {"timestamp": None} == {
         "role": "user",
         "content": "still here",
@@ -176,10 +179,10 @@ def _has_reply(control: Control, wait_s: float) -> bool:
 
 
 def test_per_session_order_under_concurrency(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
     write_hook(
-        short_state / "hooks",
+        state_dir / "hooks",
         "stepper",
         events=["command:step"],
         handler=recorder(keep=("n",), before="await asyncio.sleep(random.random() / 500)").replace(
@@ -217,7 +220,7 @@ def test_per_session_order_under_concurrency(
             what="every step dispatched",
         )
     seen: dict[str, list[int]] = {}
-    for record in read_records(short_state):
+    for record in read_records(state_dir):
         seen.setdefault(record["session"], []).append(record["ctx"]["n"])
     assert set(seen) == {f"lane-{s}" for s in range(sessions)}
     for lane, ns in seen.items():
@@ -226,11 +229,11 @@ def test_per_session_order_under_concurrency(
 
 
 def test_slow_hook_delays_only_its_own_session(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    release = short_state / "release"
+    release = state_dir / "release"
     write_hook(
-        short_state / "hooks",
+        state_dir / "hooks",
         "gate",
         events=["command:slow", "command:quick"],
         handler=f"""
@@ -273,15 +276,15 @@ async def handler(event):
 
 
 def test_bootstrap_op_and_agent_bootstrap_on_session_start(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    workspace = short_state / "workspace"
+    workspace = state_dir / "workspace"
     workspace.mkdir()
     (workspace / "AGENTS.md").write_text("# agents\n")
     (workspace / "SOUL.md").write_text("be kind\n")
     (workspace / "NOTES.md").write_text("not a bootstrap file\n")
     write_hook(
-        short_state / "hooks",
+        state_dir / "hooks",
         "add-file",
         events=["agent:bootstrap"],
         # The path is a Path object on purpose: non-JSON values reach the wire as strings.
@@ -296,7 +299,7 @@ def handler(event):
 """,
     )
     write_hook(
-        short_state / "hooks",
+        state_dir / "hooks",
         "bootstrap-recorder",
         events=["agent:bootstrap"],
         handler=recorder(keep=("seen", "sessionKey", "workspaceDir", "sessionId")),
@@ -320,7 +323,7 @@ def handler(event):
             {"name": "TOOLS.md", "path": "/virtual/TOOLS.md", "content": "x", "missing": False},
         ]
         control.ok("message", sessionKey="agent:main:main", text="hi")
-    records = read_records(short_state)
+    records = read_records(state_dir)
     assert [r["ctx"]["seen"] for r in records] == [["AGENTS.md", "SOUL.md"]] * 2
     assert records[0]["ctx"]["sessionId"] is None  # the op, before any session
     assert records[1]["ctx"]["sessionId"]  # on session start
@@ -329,20 +332,20 @@ def handler(event):
 
 
 def test_boot_md_delivers_through_the_gateway_handle(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
     """The bundled boot-md hook calls ``context["gateway"].deliver(..., wait=False)``."""
-    workspace = short_state / "workspace"
+    workspace = state_dir / "workspace"
     workspace.mkdir()
     (workspace / "BOOT.md").write_text("check the inbox\n")
     write_hook(
-        short_state / "hooks",
+        state_dir / "hooks",
         "inbox",
         events=["message:received"],
         handler=recorder(keep=("from", "channelId", "content")),
     )
     daemon = start_daemon()
-    records = wait_until(lambda: read_records(short_state), what="BOOT.md delivered")
+    records = wait_until(lambda: read_records(state_dir), what="BOOT.md delivered")
     assert records[0]["session"] == "agent:main:boot"
     assert records[0]["ctx"] == {
         "from": "boot-md",

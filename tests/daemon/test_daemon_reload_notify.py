@@ -7,7 +7,9 @@ import signal
 import time
 from pathlib import Path
 
-from daemon_support import StartDaemon, WriteHook, read_records, recorder, wait_until, write_config
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import WriteHook, recorder
+from tests.support.state import read_records, wait_until, write_config
 
 
 def _monotonic_usec() -> int:
@@ -15,7 +17,7 @@ def _monotonic_usec() -> int:
 
 
 def test_sd_notify_ready_reloading_stopping_watchdog(
-    start_daemon: StartDaemon, short_state: Path
+    start_daemon: StartDaemon, state_dir: Path
 ) -> None:
     daemon = start_daemon(env={"WATCHDOG_USEC": "200000"})
     notify = daemon.notify
@@ -39,20 +41,20 @@ def test_sd_notify_ready_reloading_stopping_watchdog(
     assert stopping["STATUS"].startswith("stopping on SIGTERM")
 
 
-def test_sd_notify_abstract_socket(start_daemon: StartDaemon, short_state: Path) -> None:
-    daemon = start_daemon(notify_address=f"@gatewayd-test-{os.getpid()}-{short_state.name}")
+def test_sd_notify_abstract_socket(start_daemon: StartDaemon, state_dir: Path) -> None:
+    daemon = start_daemon(notify_address=f"@gatewayd-test-{os.getpid()}-{state_dir.name}")
     _, _, ready = daemon.notify.wait_for("READY")
     assert ready["MAINPID"] == str(daemon.proc.pid)
     assert daemon.stop() == 0
 
 
 def test_sighup_and_reload_op_pick_up_hooks_and_startup_fires_once(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    hooks = short_state / "hooks"
+    hooks = state_dir / "hooks"
     write_hook(hooks, "boot-counter", events=["gateway:startup"], handler=recorder("startup.jsonl"))
     daemon = start_daemon()
-    wait_until(lambda: read_records(short_state, "startup.jsonl"), what="gateway:startup")
+    wait_until(lambda: read_records(state_dir, "startup.jsonl"), what="gateway:startup")
     with daemon.control() as control:
         assert control.ok("trigger", event="command:ping", sessionKey="s")["messages"] == []
 
@@ -82,21 +84,21 @@ def test_sighup_and_reload_op_pick_up_hooks_and_startup_fires_once(
         assert status["last_reload"]["trigger"] == "op"
 
     # gateway:startup fired once for the process, never again on reload.
-    assert len(read_records(short_state, "startup.jsonl")) == 1
+    assert len(read_records(state_dir, "startup.jsonl")) == 1
     assert daemon.stop() == 0
 
 
 def test_invalid_config_on_reload_is_refused_and_the_running_one_kept(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
     write_hook(
-        short_state / "hooks",
+        state_dir / "hooks",
         "pinger",
         events=["command:ping"],
         handler="async def handler(event):\n    event.messages.append('pong')\n",
     )
     daemon = start_daemon({"gateway": {"queue": {"capacity": 77}}})
-    write_config(short_state, {"gateway": {"queue": {"capacity": "lots"}}, "typo": True})
+    write_config(state_dir, {"gateway": {"queue": {"capacity": "lots"}}, "typo": True})
     with daemon.control() as control:
         reply = control.request("reload")
         assert reply["ok"] is False

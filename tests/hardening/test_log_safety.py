@@ -7,12 +7,11 @@ whose reader went away (a log shipper on a pipe that exited) never stops request
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
-from daemon_support import Control, NotifySocket, StartDaemon, WriteHook, wait_until
+from tests.support.fixtures import NewDaemon, StartDaemon
+from tests.support.hooks import WriteHook
+from tests.support.state import wait_until
 
 SECRET = "tok-" + "9f2b7c1e5d"  # built at run time so the handler source holds no literal
 
@@ -24,9 +23,9 @@ def handler(event):
 
 
 def test_traceback_in_the_json_log_has_no_local_variables(
-    start_daemon: StartDaemon, short_state: Path, write_hook: WriteHook
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
 ) -> None:
-    write_hook(short_state / "hooks", "leaky", events=["command:boom"], handler=FAILING)
+    write_hook(state_dir / "hooks", "leaky", events=["command:boom"], handler=FAILING)
     daemon = start_daemon()
     with daemon.control() as control:
         control.ok("trigger", event="command:boom", sessionKey="s")
@@ -39,46 +38,29 @@ def test_traceback_in_the_json_log_has_no_local_variables(
 
 
 def test_a_closed_stderr_never_stops_request_handling(
-    short_state: Path, write_hook: WriteHook
+    new_daemon: NewDaemon, state_dir: Path, write_hook: WriteHook
 ) -> None:
     # Every request below logs (hook errors, messages); the reader of stderr is gone by then.
-    write_hook(short_state / "hooks", "leaky", events=["command:boom"], handler=FAILING)
-    notify = NotifySocket(str(short_state / "notify"))
+    write_hook(state_dir / "hooks", "leaky", events=["command:boom"], handler=FAILING)
+    daemon = new_daemon()
     read_end, write_end = os.pipe()
-    env = {
-        **os.environ,
-        "ELIZA_STATE_DIR": str(short_state),
-        "NOTIFY_SOCKET": notify.address,
-        "GATEWAYD_HOOKS__LOAD__WATCH": "false",
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gatewayd", "run", "--log-format", "json"],
-        env=env,
-        cwd=short_state,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=write_end,
-    )
-    os.close(write_end)
     try:
-        notify.wait_for("READY")
+        try:
+            daemon.start(stderr=write_end)
+        finally:
+            os.close(write_end)
         os.close(read_end)  # the shipper exits: every later write to fd 2 is EPIPE
         read_end = -1
-        with Control(short_state / "run" / "gatewayd.sock", timeout=30) as control:
+        with daemon.control(timeout=30) as control:
             for i in range(20):
                 control.ok("trigger", event="command:boom", sessionKey=f"s{i}")
                 reply = control.ok("message", sessionKey=f"k{i}", text="hello")
                 assert reply["command"] is None
             assert control.ok("ping")["pong"] is True
-        with Control(short_state / "run" / "gatewayd.sock", timeout=30) as control:
+        with daemon.control(timeout=30) as control:
             assert control.ok("status")["status"]["state"] == "running"
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0
+        assert daemon.stop() == 0
     finally:
         if read_end >= 0:
             os.close(read_end)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        notify.close()
-    wait_until(lambda: not (short_state / "run" / "gatewayd.sock").exists(), what="socket gone")
+    wait_until(lambda: not daemon.socket.exists(), what="socket gone")

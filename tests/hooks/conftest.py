@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hooks_support import Build, Roots
 
 import gatewayd.paths
 from gatewayd.config import Config, load_config
 from gatewayd.hooks.loader import HookLoader, LoadResult
+from tests.hooks.hooks_support import Build, Roots
 
 
 @pytest.fixture

@@ -1,17 +1,14 @@
-"""Types shared by the hook tests and their conftest (importable: pytest puts this dir on
-sys.path). The fixtures themselves are in ``conftest.py`` files."""
+"""Types shared by the hook system's tests and their conftest. The fixtures themselves are in
+``conftest.py``; the suite-wide helpers are in :mod:`tests.support`."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from gatewayd.hooks.loader import LoadResult
 
-WriteHook = Callable[..., Path]
-RunCli = Callable[..., subprocess.CompletedProcess[str]]
 Build = Callable[..., LoadResult]
 
 

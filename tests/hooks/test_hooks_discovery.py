@@ -6,10 +6,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from hooks_support import Build, Roots, WriteHook
-
 from gatewayd.config import Config
 from gatewayd.hooks.discovery import discover, find_handler, hook_roots
+from tests.hooks.hooks_support import Build, Roots
+from tests.support.hooks import WriteHook
 
 
 def test_roots_in_precedence_order(roots: Roots, config_for: Callable[..., Config]) -> None:

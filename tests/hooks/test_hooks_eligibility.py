@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hooks_support import Build, Roots, WriteHook
 
 from gatewayd.config import HookEntry
 from gatewayd.hooks.eligibility import EligibilityChecker, current_platform, lookup_dotted
 from gatewayd.hooks.metadata import parse_manifest
+from tests.hooks.hooks_support import Build, Roots
+from tests.support.hooks import WriteHook
 
 
 def manifest(**eliza: Any) -> Any:

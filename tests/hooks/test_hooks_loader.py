@@ -13,12 +13,13 @@ from typing import Any
 import anyio
 import pytest
 import structlog
-from hooks_support import Build, Roots, WriteHook
 
 from gatewayd.hooks import HookEvent, create_hook_event
 from gatewayd.hooks.handlers import HandlerKind
 from gatewayd.hooks.loader import HookLoader, LoadResult, hooks_listing
 from gatewayd.hooks.registry import HookRegistry
+from tests.hooks.hooks_support import Build, Roots
+from tests.support.hooks import WriteHook
 
 
 def fire(registry: HookRegistry, key: str = "command:new") -> HookEvent:
@@ -342,7 +343,7 @@ def test_legacy_handler_inside_a_root_loads_with_tilde(
                 "handlers": [
                     {
                         "event": "command:new",
-                        "module": "~/state/hooks/legacy/on_new.py",
+                        "module": f"~/{roots.state.name}/hooks/legacy/on_new.py",
                         "export": "run",
                     }
                 ]

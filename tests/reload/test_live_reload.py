@@ -16,12 +16,14 @@ from typing import Any
 
 import pytest
 import yaml
-from daemon_support import Daemon, StartDaemon, wait_until, write_config
 
-WriteHook = Any
+from tests.support.cli import RunCli
+from tests.support.daemon import Daemon
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import WriteHook
+from tests.support.state import wait_until, write_config
 
 HELLO = "/hello"
-WATCHING = {"GATEWAYD_HOOKS__LOAD__WATCH": "true"}  # the daemon fixture turns watching off
 
 
 def greet_source(version: str, *, delay: float = 0) -> str:
@@ -41,24 +43,13 @@ def add_greet(write_hook: WriteHook) -> Any:
     return add
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """``gatewayd ARGS`` as a subprocess, against ``$ELIZA_STATE_DIR`` (set by short_state)."""
-    return subprocess.run(
-        [sys.executable, "-m", "gatewayd", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def answer(daemon: Daemon, text: str = HELLO, session: str = "s1") -> list[str]:
     with daemon.control() as ctl:
         return list(ctl.ok("message", sessionKey=session, text=text)["messages"])
 
 
 def eventually_answers(daemon: Daemon, expected: list[str], what: str = "") -> None:
-    wait_until(lambda: answer(daemon) == expected, timeout=20, what=what or f"reply {expected}")
+    wait_until(lambda: answer(daemon) == expected, timeout=60, what=what or f"reply {expected}")
 
 
 def status(daemon: Daemon) -> dict[str, Any]:
@@ -74,10 +65,10 @@ def rename_save(path: Path, text: str) -> None:
 
 
 def test_write_and_rename_save_run_the_new_code(
-    add_greet: Any, short_state: Path, start_daemon: StartDaemon
+    add_greet: Any, state_dir: Path, start_daemon: StartDaemon
 ) -> None:
-    hook = add_greet(short_state / "hooks")
-    daemon = start_daemon(env=WATCHING)
+    hook = add_greet(state_dir / "hooks")
+    daemon = start_daemon(watch=True)
     assert answer(daemon) == ["v1"]
     (hook / "handler.py").write_text(greet_source("v2"))
     eventually_answers(daemon, ["v2"])
@@ -92,11 +83,11 @@ def test_write_and_rename_save_run_the_new_code(
 
 
 def test_root_created_after_start_deleted_and_recreated(
-    add_greet: Any, short_state: Path, start_daemon: StartDaemon
+    add_greet: Any, state_dir: Path, start_daemon: StartDaemon
 ) -> None:
-    managed = short_state / "hooks"
+    managed = state_dir / "hooks"
     assert not managed.exists()
-    daemon = start_daemon(env=WATCHING)
+    daemon = start_daemon(watch=True)
     assert answer(daemon) == []
     add_greet(managed)  # creates ~/.eliza/hooks after the daemon started
     eventually_answers(daemon, ["v1"], "a hook in a root created after start")
@@ -109,16 +100,16 @@ def test_root_created_after_start_deleted_and_recreated(
 
 
 def test_hook_dir_renamed_and_symlinked_hooks(
-    add_greet: Any, short_state: Path, start_daemon: StartDaemon, tmp_path: Path
+    add_greet: Any, state_dir: Path, start_daemon: StartDaemon, tmp_path: Path
 ) -> None:
-    managed = short_state / "hooks"
+    managed = state_dir / "hooks"
     add_greet(managed)
-    daemon = start_daemon(env=WATCHING)
+    daemon = start_daemon(watch=True)
     assert answer(daemon) == ["v1"]
     (managed / "greet").rename(managed / "greet-renamed")
     wait_until(
         lambda: any(h["path"].endswith("greet-renamed") for h in hooks_op(daemon)),
-        timeout=20,
+        timeout=60,
         what="the renamed directory loaded",
     )
     assert answer(daemon) == ["v1"]
@@ -134,7 +125,7 @@ def test_hook_dir_renamed_and_symlinked_hooks(
             for r in status(daemon)["hooks"]["failed"] + status(daemon)["hooks"]["skipped"]
             if r.startswith("evil")
         ],
-        timeout=20,
+        timeout=60,
         what="the escaping symlink reported",
     )
     assert "outside" in reason[0] or "symlink" in reason[0], reason
@@ -145,7 +136,7 @@ def test_hook_dir_renamed_and_symlinked_hooks(
         (spare / "HOOK.md").read_text().replace("command:hello", "command:linked")
     )
     (managed / "linked").symlink_to(spare, target_is_directory=True)
-    wait_until(lambda: answer(daemon, "/linked") == ["v-linked"], timeout=20, what="linked hook")
+    wait_until(lambda: answer(daemon, "/linked") == ["v-linked"], timeout=60, what="linked hook")
 
 
 def hooks_op(daemon: Daemon) -> list[dict[str, Any]]:
@@ -154,9 +145,9 @@ def hooks_op(daemon: Daemon) -> list[dict[str, Any]]:
 
 
 def test_fifty_file_checkout_is_one_reload(
-    write_hook: WriteHook, short_state: Path, start_daemon: StartDaemon
+    write_hook: WriteHook, state_dir: Path, start_daemon: StartDaemon
 ) -> None:
-    managed = short_state / "hooks"
+    managed = state_dir / "hooks"
     for i in range(50):
         write_hook(
             managed,
@@ -164,14 +155,14 @@ def test_fifty_file_checkout_is_one_reload(
             events=["command:count"],
             handler="async def handler(event):\n    event.messages.append('old')\n",
         )
-    daemon = start_daemon(env=WATCHING)
+    daemon = start_daemon(watch=True)
     before = status(daemon)["reloads"]
     for i in range(50):  # like `git checkout`: rewrite 50 handler files as fast as possible
         (managed / f"h{i:02d}" / "handler.py").write_text(
             "async def handler(event):\n    event.messages.append('new')\n"
         )
-    wait_until(lambda: answer(daemon, "/count") == ["new"] * 50, timeout=20, what="all 50 new")
-    wait_until(lambda: not _reload_pending(daemon), timeout=20)
+    wait_until(lambda: answer(daemon, "/count") == ["new"] * 50, timeout=60, what="all 50 new")
+    wait_until(lambda: not _reload_pending(daemon), timeout=60)
     reloads = status(daemon)["reloads"] - before
     assert 1 <= reloads <= 2, reloads
 
@@ -182,9 +173,13 @@ def _reload_pending(daemon: Daemon) -> bool:
 
 
 def test_broken_edit_fails_that_hook_alone_until_fixed(
-    add_greet: Any, short_state: Path, start_daemon: StartDaemon, write_hook: WriteHook
+    add_greet: Any,
+    state_dir: Path,
+    start_daemon: StartDaemon,
+    write_hook: WriteHook,
+    run_cli: RunCli,
 ) -> None:
-    managed = short_state / "hooks"
+    managed = state_dir / "hooks"
     hook = add_greet(managed)
     write_hook(
         managed,
@@ -192,7 +187,7 @@ def test_broken_edit_fails_that_hook_alone_until_fixed(
         events=["command:hello"],
         handler="async def handler(event):\n    event.messages.append('other')\n",
     )
-    daemon = start_daemon(env=WATCHING)
+    daemon = start_daemon(watch=True)
     assert answer(daemon) == ["v1", "other"]
     broken = {
         "syntax error": ("handler.py", "async def handler(event)\n    pass\n", "SyntaxError"),
@@ -209,11 +204,11 @@ def test_broken_edit_fails_that_hook_alone_until_fixed(
                 for r in status(daemon)["hooks"]["failed"] + status(daemon)["hooks"]["skipped"]
                 if "greet" in r and needle in r  # noqa: B023 - called before the loop moves on
             ],
-            timeout=20,
+            timeout=60,
             what=f"{what} reported",
         )
         assert answer(daemon) == ["other"], what  # every other hook keeps working
-        listed = json.loads(cli("hooks", "list", "--json", "--verbose").stdout)
+        listed = json.loads(run_cli("hooks", "list", "--json", "--verbose").stdout)
         assert any(needle in " ".join(h["reasons"]) for h in listed["hooks"]), (what, failed)
         (hook / "HOOK.md").write_text(good_md)
         (hook / "handler.py").write_text(greet_source("fixed"))
@@ -221,19 +216,23 @@ def test_broken_edit_fails_that_hook_alone_until_fixed(
 
 
 def test_enable_disable_and_config_edits_are_live(
-    add_greet: Any, short_state: Path, start_daemon: StartDaemon, write_hook: WriteHook
+    add_greet: Any,
+    state_dir: Path,
+    start_daemon: StartDaemon,
+    write_hook: WriteHook,
+    run_cli: RunCli,
 ) -> None:
-    managed = short_state / "hooks"
+    managed = state_dir / "hooks"
     hook = add_greet(managed)
-    config = write_config(short_state, {"hooks": {"timeoutMs": 30000}})
+    config = write_config(state_dir, {"hooks": {"timeoutMs": 30000}})
     config.write_text("# my notes: keep me\n" + config.read_text())
-    daemon = start_daemon(env=WATCHING)
+    daemon = start_daemon(watch=True)
     assert answer(daemon) == ["v1"]
 
-    assert cli("hooks", "disable", "greet").returncode == 0
+    assert run_cli("hooks", "disable", "greet").returncode == 0
     eventually_answers(daemon, [], "disabled live")
     assert "# my notes: keep me" in config.read_text()
-    assert cli("hooks", "enable", "greet").returncode == 0
+    assert run_cli("hooks", "enable", "greet").returncode == 0
     eventually_answers(daemon, ["v1"], "enabled live")
 
     # A timeout edit applies to the next event: a 300 ms handler against a 50 ms limit.
@@ -243,11 +242,11 @@ def test_enable_disable_and_config_edits_are_live(
     data = yaml.safe_load(config.read_text())
     data["hooks"]["entries"]["greet"]["timeoutMs"] = 50
     config.write_text(yaml.safe_dump(data))
-    wait_until(lambda: answer(daemon) == [], timeout=20, what="the new timeout enforced")
+    wait_until(lambda: answer(daemon) == [], timeout=60, what="the new timeout enforced")
     assert status(daemon)["queue"]["timeouts"] > timeouts
 
     # extraDirs added in the config: its hooks load (and its edits are watched).
-    extra = short_state / "packs" / "team"
+    extra = state_dir / "packs" / "team"
     write_hook(
         extra,
         "team-hook",
@@ -256,22 +255,22 @@ def test_enable_disable_and_config_edits_are_live(
     )
     data["hooks"]["load"] = {"extraDirs": [str(extra)]}
     config.write_text(yaml.safe_dump(data))
-    wait_until(lambda: answer(daemon, "/team") == ["team"], timeout=20, what="extraDir loaded")
+    wait_until(lambda: answer(daemon, "/team") == ["team"], timeout=60, what="extraDir loaded")
     (extra / "team-hook" / "handler.py").write_text(
         "async def handler(event):\n    event.messages.append('team v2')\n"
     )
-    wait_until(lambda: answer(daemon, "/team") == ["team v2"], timeout=20, what="extraDir watched")
+    wait_until(lambda: answer(daemon, "/team") == ["team v2"], timeout=60, what="extraDir watched")
 
 
 def test_invalid_config_edit_is_refused_and_the_running_one_kept(
-    add_greet: Any, short_state: Path, start_daemon: StartDaemon
+    add_greet: Any, state_dir: Path, start_daemon: StartDaemon
 ) -> None:
-    add_greet(short_state / "hooks")
-    config = write_config(short_state, {"hooks": {"entries": {"greet": {"enabled": True}}}})
-    daemon = start_daemon(env=WATCHING)
+    add_greet(state_dir / "hooks")
+    config = write_config(state_dir, {"hooks": {"entries": {"greet": {"enabled": True}}}})
+    daemon = start_daemon(watch=True)
     assert answer(daemon) == ["v1"]
     config.write_text("hooks:\n  entries:\n    greet: {enabled: false}\n  timeoutMS: 5\n")
-    refused = daemon.wait_log("reload.refused", timeout=20)
+    refused = daemon.wait_log("reload.refused", timeout=60)
     assert any("timeoutMS" in e for e in refused["errors"]), refused
     assert answer(daemon) == ["v1"]  # the disable in the same broken edit was not applied
     assert status(daemon)["last_reload"]["result"] == "refused"
@@ -280,10 +279,10 @@ def test_invalid_config_edit_is_refused_and_the_running_one_kept(
 
 
 def test_no_event_lost_during_a_hundred_reloads(
-    add_greet: Any, short_state: Path, start_daemon: StartDaemon
+    add_greet: Any, state_dir: Path, start_daemon: StartDaemon
 ) -> None:
-    hook = add_greet(short_state / "hooks", "v0")
-    daemon = start_daemon(env=WATCHING)
+    hook = add_greet(state_dir / "hooks", "v0")
+    daemon = start_daemon(watch=True)
     stop = threading.Event()
     results: list[tuple[int, int, list[str]]] = []  # (client, n, reply)
     errors: list[BaseException] = []
@@ -310,7 +309,7 @@ def test_no_event_lost_during_a_hundred_reloads(
                 status(daemon)["reloads"] >= start_reloads + version  # noqa: B023
                 or _answer_is(daemon, f"v{version}")  # noqa: B023
             ),
-            timeout=20,
+            timeout=60,
             what=f"reload {version}",
         )
     eventually_answers(daemon, ["v100"])
@@ -338,10 +337,10 @@ def _answer_is(daemon: Daemon, version: str) -> bool:
 
 
 def test_polling_mode_sees_same_second_saves(
-    add_greet: Any, short_state: Path, start_daemon: StartDaemon
+    add_greet: Any, state_dir: Path, start_daemon: StartDaemon
 ) -> None:
-    hook = add_greet(short_state / "hooks")
-    daemon = start_daemon({"hooks": {"load": {"poll": True, "pollIntervalMs": 50}}}, env=WATCHING)
+    hook = add_greet(state_dir / "hooks")
+    daemon = start_daemon({"hooks": {"load": {"poll": True, "pollIntervalMs": 50}}}, watch=True)
     assert status(daemon)["watch"]["mode"] == "poll"
     for version in ("v2", "v3", "v4"):  # same length: only the content differs within a second
         (hook / "handler.py").write_text(greet_source(version))
@@ -349,23 +348,23 @@ def test_polling_mode_sees_same_second_saves(
 
 
 def test_watchfiles_force_polling_env(
-    add_greet: Any, short_state: Path, start_daemon: StartDaemon
+    add_greet: Any, state_dir: Path, start_daemon: StartDaemon
 ) -> None:
-    hook = add_greet(short_state / "hooks")
-    daemon = start_daemon(env={**WATCHING, "WATCHFILES_FORCE_POLLING": "1"})
+    hook = add_greet(state_dir / "hooks")
+    daemon = start_daemon(watch=True, env={"WATCHFILES_FORCE_POLLING": "1"})
     assert status(daemon)["watch"]["mode"] == "poll"
     (hook / "handler.py").write_text(greet_source("v2"))
     eventually_answers(daemon, ["v2"])
 
 
 def test_sighup_and_reload_op_are_recorded(
-    add_greet: Any, short_state: Path, start_daemon: StartDaemon
+    add_greet: Any, state_dir: Path, start_daemon: StartDaemon
 ) -> None:
-    add_greet(short_state / "hooks")
+    add_greet(state_dir / "hooks")
     daemon = start_daemon(env={"GATEWAYD_HOOKS__LOAD__WATCH": "false"})
     assert status(daemon)["watch"] is None
     daemon.send_signal(signal.SIGHUP)
-    wait_until(lambda: (status(daemon)["last_reload"] or {}).get("trigger") == "SIGHUP", timeout=20)
+    wait_until(lambda: (status(daemon)["last_reload"] or {}).get("trigger") == "SIGHUP", timeout=60)
     with daemon.control() as ctl:
         ctl.ok("reload")
     assert status(daemon)["last_reload"]["trigger"] == "op"
@@ -379,7 +378,7 @@ LIMITED_INOTIFY = [
 
 
 def test_inotify_limit_exhausted_falls_back_to_polling(
-    add_greet: Any, short_state: Path, start_daemon: StartDaemon
+    add_greet: Any, state_dir: Path, start_daemon: StartDaemon
 ) -> None:
     """A hook root with more directories than the namespace's 4 inotify watches makes the
     daemon warn and poll, and edits still reach the next event."""
@@ -388,21 +387,23 @@ def test_inotify_limit_exhausted_falls_back_to_polling(
     probe = subprocess.run([*LIMITED_INOTIFY, "true"], capture_output=True, text=True, check=False)
     if probe.returncode != 0:
         pytest.skip(f"cannot lower the inotify limit in a user namespace: {probe.stderr}")
-    managed = short_state / "hooks"
+    managed = state_dir / "hooks"
     hook = add_greet(managed)
     for i in range(8):
         (managed / f"dir{i}").mkdir()
     daemon = start_daemon(
-        env={**WATCHING, "GATEWAYD_HOOKS__LOAD__POLLINTERVALMS": "50"}, prefix=LIMITED_INOTIFY
+        watch=True,
+        env={"GATEWAYD_HOOKS__LOAD__POLLINTERVALMS": "50"},
+        prefix=LIMITED_INOTIFY,
     )
-    daemon.wait_log("watch.limit_reached", timeout=20)
-    wait_until(lambda: status(daemon)["watch"]["mode"] == "poll", timeout=20)
+    daemon.wait_log("watch.limit_reached", timeout=60)
+    wait_until(lambda: status(daemon)["watch"]["mode"] == "poll", timeout=60)
     (hook / "handler.py").write_text(greet_source("v2"))
     eventually_answers(daemon, ["v2"], "an edit seen by polling")
 
 
 def test_edit_made_during_the_first_load_is_picked_up(
-    write_hook: WriteHook, short_state: Path, start_daemon: StartDaemon
+    write_hook: WriteHook, state_dir: Path, start_daemon: StartDaemon
 ) -> None:
     """Watching starts after READY; an edit made while the first load ran is still seen."""
     rewrite = (
@@ -413,8 +414,8 @@ def test_edit_made_during_the_first_load_is_picked_up(
         "async def handler(event):\n"
         "    event.messages.append('v1')\n"
     )
-    write_hook(short_state / "hooks", "greet", events=["command:hello"], handler=rewrite)
-    daemon = start_daemon(env=WATCHING)
+    write_hook(state_dir / "hooks", "greet", events=["command:hello"], handler=rewrite)
+    daemon = start_daemon(watch=True)
     eventually_answers(daemon, ["v2"], "the edit made during the first load")
     daemon.wait_log("watch.changed_during_start")
 

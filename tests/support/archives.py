@@ -1,10 +1,10 @@
-"""Helpers for the authoring and install tests (importable: pytest puts this dir on sys.path).
+"""Real archives and directory trees for the install, link and archive tests.
 
+* :func:`write_tree`: files from ``{relative path: content}`` with exact modes.
 * :func:`make_tar` / :func:`make_zip`: real archives from ``{name: content}`` plus hand-made
   members (symlinks, hard links, device files) that ``tarfile``/``zipfile`` would never produce
-  from a normal directory.
+  from a normal directory (:func:`tar_member`).
 * :func:`tree`: a directory's files and modes, to compare "before" and "after" exactly.
-* :func:`ok` / :func:`refused`: assert a CLI run's outcome and show its output when it is not.
 """
 
 from __future__ import annotations
@@ -12,32 +12,10 @@ from __future__ import annotations
 import io
 import os
 import stat
-import subprocess
 import tarfile
 import zipfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
-
-RunCli = Callable[..., subprocess.CompletedProcess[str]]
-"""``run_cli(*args)`` (tests/conftest.py) and ``cli_in(state, *args)`` (conftest.py here)."""
-CliIn = Callable[..., subprocess.CompletedProcess[str]]
-WriteHook = Callable[..., Path]
-StartDaemon = Callable[..., Any]
-"""The ``daemon(config=None, env=None)`` fixture; returns a ``daemon_support.Daemon``."""
-
-HANDLER = "async def handler(event):\n    event.messages.append('{name} says hi')\n"
-
-
-def hook_md(name: str, events: Iterable[str] = ("command:new",)) -> str:
-    keys = ", ".join(f'"{e}"' for e in events)
-    meta = f"metadata: {{eliza: {{events: [{keys}]}}}}"
-    return f'---\nname: {name}\ndescription: "{name} hook"\n{meta}\n---\n\n# {name}\n'
-
-
-def hook_files(name: str, events: Iterable[str] = ("command:new",)) -> dict[str, str]:
-    """``{relative path: content}`` of a minimal valid Python hook."""
-    return {"HOOK.md": hook_md(name, events), "handler.py": HANDLER.format(name=name)}
 
 
 def write_tree(
@@ -131,17 +109,3 @@ def tree(root: Path) -> dict[str, tuple[int, bytes | str]]:
             else:
                 out[rel] = (st.st_mode, "")
     return out
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-    return result
-
-
-def refused(result: subprocess.CompletedProcess[str], *needles: str) -> str:
-    """Assert exit 1 with ``error:`` and every needle on stderr; returns stderr."""
-    assert result.returncode == 1, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-    assert result.stderr.startswith("error: "), result.stderr
-    for needle in needles:
-        assert needle in result.stderr, f"{needle!r} not in:\n{result.stderr}"
-    return result.stderr

@@ -1,0 +1,1 @@
+"""The test suite (a package, so its helpers import as ``tests.support``)."""

@@ -1,0 +1,16 @@
+"""The test suite's one harness: real daemons, the real CLI, a real control-socket client.
+
+* :mod:`tests.support.state`: a test's state dir, the clean environment that points a child
+  process at it, its config file, and ``wait_until`` (a generous bound, never a threshold).
+* :mod:`tests.support.daemon`: :class:`~tests.support.daemon.Daemon`, a ``gatewayd run``
+  subprocess with a test ``NOTIFY_SOCKET`` and its JSON log records.
+* :mod:`tests.support.control`: :class:`~tests.support.control.Control`, a JSON-lines client of
+  the control socket.
+* :mod:`tests.support.cli`: :func:`~tests.support.cli.gatewayd`, ``python -m gatewayd ARGS`` as a
+  subprocess, and the ``ok``/``refused`` outcome checks.
+* :mod:`tests.support.hooks`: hook directories on disk, a recording handler, and bundled hooks
+  loaded through the daemon's own importer.
+* :mod:`tests.support.archives`: real ``.tar.gz``/``.zip`` archives and directory snapshots.
+* :mod:`tests.support.fixtures`: the pytest fixtures built on these (registered suite-wide by
+  ``tests/conftest.py``).
+"""

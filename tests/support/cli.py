@@ -1,0 +1,58 @@
+"""The suite's one way to run the ``gatewayd`` command line: :func:`gatewayd`.
+
+``gatewayd(state, *args)`` runs ``python -m gatewayd ARGS`` as a real subprocess in ``state``
+(its working directory and ``$ELIZA_STATE_DIR``) with the host's settings removed from the
+environment, and captures its output as text. :func:`ok` and :func:`refused` check the outcome
+and show the whole output when it is not the expected one.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Protocol
+
+from tests.support.state import clean_env
+
+Result = subprocess.CompletedProcess[str]
+
+
+def gatewayd(
+    state: Path, *args: str, env: Mapping[str, str] | None = None, timeout: float = 60
+) -> Result:
+    """``python -m gatewayd ARGS`` against ``state``; never raises on a non-zero exit."""
+    return subprocess.run(
+        [sys.executable, "-m", "gatewayd", *args],
+        env=clean_env(state, env),
+        cwd=state,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+class RunCli(Protocol):
+    """The ``run_cli`` fixture: :func:`gatewayd` bound to the test's ``state_dir``."""
+
+    def __call__(
+        self, *args: str, env: Mapping[str, str] | None = None, timeout: float = 60
+    ) -> Result: ...
+
+
+def ok(result: Result) -> Result:
+    """Assert exit 0; returns ``result``."""
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def refused(result: Result, *needles: str) -> str:
+    """Assert exit 1 with ``error:`` and every needle on stderr; returns stderr."""
+    assert result.returncode == 1, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+    assert result.stderr.startswith("error: "), result.stderr
+    for needle in needles:
+        assert needle in result.stderr, f"{needle!r} not in:\n{result.stderr}"
+    return result.stderr

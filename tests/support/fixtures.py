@@ -1,0 +1,153 @@
+"""The suite-wide pytest fixtures (a plugin: ``tests/conftest.py`` lists it in ``pytest_plugins``).
+
+* ``state_dir``: a fresh, short state dir (``/tmp/gdXXXXXX``) set as ``$ELIZA_STATE_DIR`` for
+  this test, in-process and for children, with the host's ``GATEWAYD_*``/systemd variables
+  removed from the environment. Removed at teardown.
+* ``write_hook(root, name, events=[...], handler=..., ...)``: a hook directory on disk.
+* ``run_cli(*args, env=None, timeout=60)``: ``python -m gatewayd ARGS`` against ``state_dir``.
+* ``new_daemon(config=None, *, env=None, watch=False, prefix=(), notify_address=None)``: a
+  :class:`~tests.support.daemon.Daemon` on ``state_dir`` (``config`` written as its
+  ``gatewayd.yaml`` when given), not started. ``start_daemon(...)`` takes the same arguments
+  plus ``wait_ready=True`` and starts it. Every daemon still running at teardown is killed.
+* ``log_records``: what in-process code logged through structlog during the test
+  (:func:`structlog.testing.capture_logs`), one dict per record.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+import structlog
+
+from tests.support.cli import RunCli, gatewayd
+from tests.support.daemon import Daemon
+from tests.support.hooks import WriteHook, write_hook_dir
+from tests.support.state import is_host_setting, new_state_dir, write_config
+
+
+@pytest.fixture
+def state_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh, short state dir set as ``$ELIZA_STATE_DIR`` for this test."""
+    path = new_state_dir()
+    monkeypatch.setenv("ELIZA_STATE_DIR", str(path))
+    for name in [n for n in os.environ if is_host_setting(n)]:
+        monkeypatch.delenv(name)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def write_hook() -> WriteHook:
+    """The :func:`tests.support.hooks.write_hook_dir` helper as a fixture."""
+    return write_hook_dir
+
+
+@pytest.fixture
+def run_cli(state_dir: Path) -> RunCli:
+    """:func:`tests.support.cli.gatewayd` bound to ``state_dir``."""
+    return partial(gatewayd, state_dir)
+
+
+class NewDaemon(Protocol):
+    """The ``new_daemon`` fixture."""
+
+    def __call__(
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        watch: bool = False,
+        prefix: Sequence[str] = (),
+        notify_address: str | None = None,
+    ) -> Daemon: ...
+
+
+class StartDaemon(Protocol):
+    """The ``start_daemon`` fixture."""
+
+    def __call__(
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        watch: bool = False,
+        prefix: Sequence[str] = (),
+        notify_address: str | None = None,
+        wait_ready: bool = True,
+    ) -> Daemon: ...
+
+
+@pytest.fixture
+def new_daemon(state_dir: Path) -> Iterator[NewDaemon]:
+    """Daemons on ``state_dir``, not started; all are killed at teardown."""
+    made: list[Daemon] = []
+
+    def make(
+        config: Mapping[str, Any] | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        watch: bool = False,
+        prefix: Sequence[str] = (),
+        notify_address: str | None = None,
+    ) -> Daemon:
+        if config is not None:
+            write_config(state_dir, config)
+        daemon = Daemon(
+            state_dir, env=env, watch=watch, prefix=prefix, notify_address=notify_address
+        )
+        made.append(daemon)
+        return daemon
+
+    yield make
+    for daemon in made:
+        daemon.close()
+
+
+@pytest.fixture
+def start_daemon(new_daemon: NewDaemon) -> StartDaemon:
+    """``new_daemon(...)`` started; returns once it is ready (unless ``wait_ready=False``)."""
+
+    def start(
+        config: Mapping[str, Any] | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        watch: bool = False,
+        prefix: Sequence[str] = (),
+        notify_address: str | None = None,
+        wait_ready: bool = True,
+    ) -> Daemon:
+        daemon = new_daemon(
+            config, env=env, watch=watch, prefix=prefix, notify_address=notify_address
+        )
+        return daemon.start(wait_ready=wait_ready)
+
+    return start
+
+
+LogRecords = list[MutableMapping[str, Any]]
+
+
+@pytest.fixture
+def log_records() -> Iterator[LogRecords]:
+    """Every structlog record logged in-process during the test (``event``, ``log_level``,
+    bound and call fields)."""
+    with structlog.testing.capture_logs() as records:
+        yield records
+
+
+def find_log(records: Sequence[Mapping[str, Any]], event: str) -> Mapping[str, Any]:
+    """The last record named ``event``; fails listing what was logged when there is none."""
+    matches = [r for r in records if r.get("event") == event]
+    assert matches, f"no {event!r} log record in {list(records)}"
+    return matches[-1]
+
+
+def log_events(records: Sequence[Mapping[str, Any]], prefix: str = "") -> list[str]:
+    """The names of the records whose name starts with ``prefix``, in order."""
+    return [str(r["event"]) for r in records if str(r.get("event", "")).startswith(prefix)]
