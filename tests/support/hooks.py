@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import textwrap
@@ -140,16 +141,19 @@ def recorder(
     )
 
 
-_IMPORTER = HookImporter()
+@functools.cache
+def _importer() -> HookImporter:
+    """The suite's own importer, made on first use: its root package is its own, so nothing it
+    loads collides with what a test's ``HookLoader`` imports from the same directory."""
+    importer = HookImporter()
+    importer.install()
+    return importer
 
 
 def load_bundled_hook(name: str) -> types.ModuleType:
-    """``hooks/<name>/handler.py`` freshly imported the way the daemon's loader imports it.
-
-    The module lives in ``sys.modules`` under its own package (a test package name, so it never
-    collides with what an in-process loader test imports from the same directory).
-    """
+    """``hooks/<name>/handler.py`` freshly imported the way the daemon's loader imports it (as
+    a module of a per-hook package, registered in ``sys.modules`` while its code runs)."""
     directory = os.path.realpath(BUNDLED / name)
-    _IMPORTER.install()
-    package = package_name(name, directory, "unit-test")
-    return _IMPORTER.load(package, directory, "handler.py", allow_links=True)
+    importer = _importer()
+    package = package_name(importer.root, name, directory, "bundled")
+    return importer.load(package, directory, "handler.py", allow_links=True)
