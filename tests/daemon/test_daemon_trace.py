@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from daemon_support import Daemon, StartDaemon, WriteHook
+from tests.support.cli import gatewayd
+from tests.support.daemon import Daemon
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import WriteHook
 
 OK = """
 async def handler(event):
@@ -53,9 +54,9 @@ def _by_hook(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_trigger_trace_has_every_outcome(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    _hooks(write_hook, short_state / "hooks")
+    _hooks(write_hook, state_dir / "hooks")
     daemon = start_daemon(_config())
     with daemon.control() as control:
         reply = control.ok(
@@ -89,9 +90,9 @@ def test_trigger_trace_has_every_outcome(
 
 
 def test_trace_says_why_nothing_ran(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    _hooks(write_hook, short_state / "hooks")
+    _hooks(write_hook, state_dir / "hooks")
     daemon = start_daemon(_config())
     with daemon.control() as control:
         none = control.ok("trigger", event="message:received", sessionKey="s", trace=True)
@@ -111,9 +112,9 @@ def test_trace_says_why_nothing_ran(
 
 
 def test_message_trace_covers_every_event_it_caused(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    _hooks(write_hook, short_state / "hooks")
+    _hooks(write_hook, state_dir / "hooks")
     daemon = start_daemon(_config())
     with daemon.control() as control:
         reply = control.ok("message", sessionKey="s2", text="/ping", trace=True)
@@ -124,20 +125,11 @@ def test_message_trace_covers_every_event_it_caused(
 
 
 def _cli(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gatewayd", *args, "--socket", str(daemon.socket)],
-        env={**os.environ, "ELIZA_STATE_DIR": str(daemon.state)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return gatewayd(daemon.state, *args, "--socket", str(daemon.socket), timeout=120)
 
 
-def test_cli_trace_flag(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
-) -> None:
-    _hooks(write_hook, short_state / "hooks")
+def test_cli_trace_flag(write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path) -> None:
+    _hooks(write_hook, state_dir / "hooks")
     daemon = start_daemon(_config())
     text = _cli(daemon, "trigger", "command:ping", "--session", "s", "--trace")
     assert text.returncode == 0, text.stderr

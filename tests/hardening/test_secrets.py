@@ -8,13 +8,15 @@ cannot replace the gateway's ``cfg`` or ``workspaceDir``.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
-from daemon_support import StartDaemon, WriteHook, read_records, recorder, write_config
+
+from tests.support.cli import gatewayd, ok
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import WriteHook, recorder
+from tests.support.state import read_records, write_config
 
 SECRETS = {"apiKey": "sk-live-0a1b2c", "token": "tok-3d4e5f", "env": "env-6a7b8c"}
 
@@ -34,16 +36,9 @@ def secret_config() -> dict[str, object]:
     }
 
 
-def test_config_show_redacts_secrets_and_env(short_state: Path) -> None:
-    write_config(short_state, secret_config())
-    shown = subprocess.run(
-        [sys.executable, "-m", "gatewayd", "config", "show"],
-        env={**os.environ, "ELIZA_STATE_DIR": str(short_state)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+def test_config_show_redacts_secrets_and_env(state_dir: Path) -> None:
+    write_config(state_dir, secret_config())
+    shown = ok(gatewayd(state_dir, "config", "show")).stdout
     for secret in SECRETS.values():
         assert secret not in shown
     entries = yaml.safe_load(shown)["hooks"]["entries"]
@@ -60,14 +55,14 @@ def test_config_show_redacts_secrets_and_env(short_state: Path) -> None:
 
 
 def test_status_and_reload_errors_never_echo_a_secret(
-    start_daemon: StartDaemon, short_state: Path
+    start_daemon: StartDaemon, state_dir: Path
 ) -> None:
     daemon = start_daemon(secret_config())
     bad = secret_config()
     bad["hooks"]["entries"]["alpha"]["env"] = [SECRETS["env"]]  # type: ignore[index]
     bad["hooks"]["entries"]["beta"]["token"] = {"nested": SECRETS["token"]}  # type: ignore[index]
     bad["gateway"] = {"queue": {"capacity": "many"}}  # an ordinary error keeps its value
-    write_config(short_state, bad)
+    write_config(state_dir, bad)
     with daemon.control() as control:
         reply = control.request("reload")
         assert reply["ok"] is False and reply["error"]["code"] == "reload_refused", reply
@@ -90,9 +85,9 @@ with open(os.path.join(os.environ["ELIZA_STATE_DIR"], "command.json"), "w") as f
 
 
 def test_each_hook_sees_only_its_own_entry_in_cfg(
-    start_daemon: StartDaemon, short_state: Path, write_hook: WriteHook
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
 ) -> None:
-    hooks = short_state / "hooks"
+    hooks = state_dir / "hooks"
     for name in ("alpha", "beta"):
         write_hook(
             hooks,
@@ -110,9 +105,9 @@ def test_each_hook_sees_only_its_own_entry_in_cfg(
     daemon = start_daemon(secret_config())
     with daemon.control() as control:
         control.ok("message", sessionKey="s", text="/probe")
-    alpha = read_records(short_state, "alpha.jsonl")[0]["ctx"]["cfg"]["hooks"]
-    beta = read_records(short_state, "beta.jsonl")[0]["ctx"]["cfg"]["hooks"]
-    gamma = json.loads((short_state / "command.json").read_text())
+    alpha = read_records(state_dir, "alpha.jsonl")[0]["ctx"]["cfg"]["hooks"]
+    beta = read_records(state_dir, "beta.jsonl")[0]["ctx"]["cfg"]["hooks"]
+    gamma = json.loads((state_dir / "command.json").read_text())
 
     # Its own entry, whole, where OpenClaw hooks look for it (and under hooks.entries).
     own_alpha = alpha["internal"]["entries"]["alpha"]
@@ -135,10 +130,10 @@ def test_each_hook_sees_only_its_own_entry_in_cfg(
 
 
 def test_a_trigger_cannot_replace_cfg_or_workspace_dir(
-    start_daemon: StartDaemon, short_state: Path, write_hook: WriteHook
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
 ) -> None:
     write_hook(
-        short_state / "hooks",
+        state_dir / "hooks",
         "alpha",
         events=["command:probe"],
         handler=recorder(keep=("cfg", "workspaceDir", "extra")),
@@ -151,8 +146,8 @@ def test_a_trigger_cannot_replace_cfg_or_workspace_dir(
             sessionKey="s",
             context={"workspaceDir": "/etc", "cfg": {"hooks": {}}, "extra": 1},
         )
-    seen = read_records(short_state)[0]["ctx"]
-    assert seen["workspaceDir"] == str(short_state / "workspace")
+    seen = read_records(state_dir)[0]["ctx"]
+    assert seen["workspaceDir"] == str(state_dir / "workspace")
     assert seen["cfg"]["hooks"]["internal"]["entries"]["alpha"]["messages"] == 7
     assert seen["extra"] == 1  # the client's own keys still arrive
     assert daemon.stop() == 0

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_support import Control, StartDaemon
+
+from tests.support.control import Control
+from tests.support.fixtures import StartDaemon
 
 MESSAGE_KEYS = 40
 
@@ -35,9 +37,9 @@ def transcript_lines(path: Path) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def small_disk(short_state: Path) -> Iterator[Path]:
+def small_disk(state_dir: Path) -> Iterator[Path]:
     """``<state>/sessions`` on its own 512 KiB tmpfs (root only; skipped where refused)."""
-    sessions = short_state / "sessions"
+    sessions = state_dir / "sessions"
     sessions.mkdir()
     mounted = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=512k,mode=0700", "tmpfs", str(sessions)],
@@ -72,17 +74,17 @@ def fill(directory: Path, leave: int) -> Path:
 
 
 def test_sessions_json_survives_a_nearly_full_disk(
-    start_daemon: StartDaemon, short_state: Path, small_disk: Path
+    start_daemon: StartDaemon, state_dir: Path, small_disk: Path
 ) -> None:
     daemon = start_daemon()
     with daemon.control() as control:
         for i in range(MESSAGE_KEYS):
             control.ok("message", sessionKey=f"user:{i:03d}", text="hi")
-        assert len(index(short_state)) == MESSAGE_KEYS
+        assert len(index(state_dir)) == MESSAGE_KEYS
         filler = fill(small_disk, leave=4096)  # one page: less than the table takes
         for i in range(MESSAGE_KEYS, MESSAGE_KEYS + 10):
             control.ok("message", sessionKey=f"user:{i:03d}", text="on a full disk")
-            assert len(index(short_state)) >= MESSAGE_KEYS  # always whole, never torn
+            assert len(index(state_dir)) >= MESSAGE_KEYS  # always whole, never torn
         assert daemon.events("sessions.compact_failed") or daemon.events("sessions.index_failed")
         filler.unlink()
         control.ok("message", sessionKey="user:after", text="space again")
@@ -92,19 +94,19 @@ def test_sessions_json_survives_a_nearly_full_disk(
     daemon = start_daemon()
     with daemon.control() as control:
         assert control.ok("status")["status"]["sessions"] == MESSAGE_KEYS + 11
-    table = index(short_state)
+    table = index(state_dir)
     assert {f"user:{i:03d}" for i in range(MESSAGE_KEYS + 10)} | {"user:after"} == set(table)
     assert daemon.stop() == 0
 
 
 def test_a_torn_transcript_line_is_cut_off_before_the_next_append(
-    start_daemon: StartDaemon, short_state: Path
+    start_daemon: StartDaemon, state_dir: Path
 ) -> None:
     daemon = start_daemon()
     with daemon.control() as control:
         control.ok("message", sessionKey="a", text="one")
     assert daemon.stop() == 0
-    transcript = Path(index(short_state)["a"]["sessionFile"])
+    transcript = Path(index(state_dir)["a"]["sessionFile"])
     with transcript.open("ab") as f:  # what a daemon killed in the middle of a write leaves
         f.write(b'{"role": "user", "content": "half a li')
 
@@ -117,7 +119,7 @@ def test_a_torn_transcript_line_is_cut_off_before_the_next_append(
 
 
 def test_kill_9_during_large_writes_leaves_every_line_whole(
-    start_daemon: StartDaemon, short_state: Path
+    start_daemon: StartDaemon, state_dir: Path
 ) -> None:
     rng = random.Random(13)
     big = "x" * (900 * 1024)  # near the control line limit: a write the kernel may cut short
@@ -145,18 +147,18 @@ def test_kill_9_during_large_writes_leaves_every_line_whole(
         with daemon.control() as control:
             control.ok("message", sessionKey="big", text=f"after kill {round_}")
         assert daemon.stop() == 0
-    for path in (short_state / "sessions").glob("*.jsonl*"):
+    for path in (state_dir / "sessions").glob("*.jsonl*"):
         transcript_lines(path)  # raises on a torn line
-    journal = short_state / "sessions" / "sessions.journal"
+    journal = state_dir / "sessions" / "sessions.journal"
     if journal.exists():  # emptied (or never needed) when the snapshot holds the whole table
         for line in journal.read_bytes().splitlines():
             json.loads(line)
 
 
 def test_a_torn_journal_line_is_skipped_and_the_rest_kept(
-    start_daemon: StartDaemon, short_state: Path
+    start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    sessions = short_state / "sessions"
+    sessions = state_dir / "sessions"
     sessions.mkdir()
     (sessions / "sessions.journal").write_bytes(
         b'{"k": "kept", "id": "0123abcd", "at": "2025-01-01T00:00:00.000Z"}\n{"k": "torn", "i'
@@ -165,12 +167,12 @@ def test_a_torn_journal_line_is_skipped_and_the_rest_kept(
     with daemon.control() as control:
         assert control.ok("status")["status"]["sessions"] == 1
     assert daemon.wait_log("sessions.journal_line_skipped")["line"] == 2
-    assert set(index(short_state)) == {"kept"}
+    assert set(index(state_dir)) == {"kept"}
     assert daemon.stop() == 0
 
 
 def test_keys_utf8_cannot_encode_never_break_the_table(
-    start_daemon: StartDaemon, short_state: Path
+    start_daemon: StartDaemon, state_dir: Path
 ) -> None:
     daemon = start_daemon()
     with daemon.control() as control:
@@ -185,7 +187,7 @@ def test_keys_utf8_cannot_encode_never_break_the_table(
     daemon = start_daemon()
     with daemon.control() as control:
         assert control.ok("status")["status"]["sessions"] == 2
-    table = index(short_state)
+    table = index(state_dir)
     assert set(table) == {"agent:\ud800", "plain"}
     lines = transcript_lines(Path(table["agent:\ud800"]["sessionFile"]))
     assert lines[0]["content"] == "hi \udfff"
@@ -193,11 +195,11 @@ def test_keys_utf8_cannot_encode_never_break_the_table(
 
 
 def test_session_ids_that_point_outside_sessions_are_refused(
-    start_daemon: StartDaemon, short_state: Path
+    start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    sessions = short_state / "sessions"
+    sessions = state_dir / "sessions"
     sessions.mkdir()
-    escaped = short_state / "escaped.jsonl"
+    escaped = state_dir / "escaped.jsonl"
     (sessions / "sessions.json").write_text(
         json.dumps(
             {
@@ -218,19 +220,19 @@ def test_session_ids_that_point_outside_sessions_are_refused(
     assert not (sessions / "a").exists()
     assert transcript_lines(sessions / "abcd1234.jsonl")[0]["content"] == "hi"
     for key in ("evil", "slash"):
-        assert Path(index(short_state)[key]["sessionFile"]).parent == sessions
+        assert Path(index(state_dir)[key]["sessionFile"]).parent == sessions
     assert daemon.stop() == 0
 
 
 def test_transcripts_rotate_at_the_configured_size(
-    start_daemon: StartDaemon, short_state: Path
+    start_daemon: StartDaemon, state_dir: Path
 ) -> None:
     daemon = start_daemon({"sessions": {"transcriptMaxBytes": 400, "transcriptBackups": 2}})
     with daemon.control() as control:
         for i in range(12):
             control.ok("message", sessionKey="r", text=f"message number {i:02d}")
     assert daemon.stop() == 0
-    current = Path(index(short_state)["r"]["sessionFile"])
+    current = Path(index(state_dir)["r"]["sessionFile"])
     files = sorted(p.name for p in current.parent.glob(f"{current.name}*"))
     assert files == [current.name, f"{current.name}.1", f"{current.name}.2"]
     for name in files:
