@@ -9,7 +9,9 @@ The socket is, first found wins: ``--socket PATH``; ``$GATEWAYD_GATEWAY__CONTROL
 ``gateway.control.socket`` in the config file (``--config``, ``$GATEWAYD_CONFIG``,
 ``$ELIZA_STATE_DIR/gatewayd.yaml``); ``$ELIZA_STATE_DIR/run/gatewayd.sock``. The locations
 themselves come from :mod:`gatewayd.paths`. Failures raise :class:`~gatewayd.exits.UserError`
-with a message saying what is wrong.
+with a message saying what is wrong: exit 78 for a config file that cannot be read, or cannot
+be parsed when it may set the socket (the rest of the file is the daemon's to validate), 1 for
+everything else.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import os
 import socket
 from typing import Any
 
-from gatewayd.exits import UserError
+from gatewayd.exits import EXIT_CONFIG, UserError
 from gatewayd.paths import SOCKET_ENV, config_file_choice, default_control_socket
 
 CONNECT_TIMEOUT_S = 5.0
@@ -38,7 +40,11 @@ def _config_socket(explicit: str | None) -> str | None:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as exc:
-        raise UserError(f"cannot read the config file {path}: {exc.strerror or exc}") from None
+        raise UserError(
+            f"cannot read the config file {path}: {exc.strerror or exc}", EXIT_CONFIG
+        ) from None
+    except ValueError as exc:  # not UTF-8
+        raise UserError(f"cannot read the config file {path}: {exc}", EXIT_CONFIG) from None
     if "socket" not in text:
         return None  # cannot set gateway.control.socket: spare the PyYAML import (~20 ms)
     from gatewayd.yamlio import YamlError, load_yaml  # only now: PyYAML is the slow import here
@@ -46,11 +52,17 @@ def _config_socket(explicit: str | None) -> str | None:
     try:
         data = load_yaml(text, path)
     except YamlError as exc:
-        raise UserError(f"{exc} (run `gatewayd config check`)") from None
+        raise UserError(f"{exc} (run `gatewayd config check`)", EXIT_CONFIG) from None
     value = data
     for key in ("gateway", "control", "socket"):
         value = value.get(key) if isinstance(value, dict) else None
-    return str(value) if value else None
+    if value is not None and not isinstance(value, str):
+        raise UserError(
+            f"{path}: gateway.control.socket must be a path, got {json.dumps(value)} "
+            "(run `gatewayd config check`)",
+            EXIT_CONFIG,
+        )
+    return value or None
 
 
 def socket_path(explicit: str | None = None, config: str | None = None) -> str:

@@ -20,6 +20,13 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic.alias_generators import to_camel
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from gatewayd.config_env import (
+    expected_form,
+    field_at,
+    json_problems,
+    may_be_secret,
+    variable_for,
+)
 from gatewayd.hooks.spec import EntrySpec, LegacyHandlerSpec, LoadSpec, WatchSettings
 from gatewayd.paths import (
     Paths,
@@ -29,7 +36,7 @@ from gatewayd.paths import (
     default_workspace,
     state_dir,
 )
-from gatewayd.redact import is_secret_key, redact
+from gatewayd.redact import redact
 from gatewayd.yamlio import YamlError, load_yaml
 
 ENV_PREFIX = "GATEWAYD_"
@@ -282,18 +289,37 @@ def fold_internal(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def format_errors(exc: ValidationError) -> list[str]:
+    """One line per error: ``key.path: message (got ...)``; an error in a value that came from
+    a ``GATEWAYD_*`` variable names the variable and the form it expects instead."""
     errors = []
     for err in exc.errors():
-        path = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        if err["type"] == "extra_forbidden":
+        loc = err["loc"]
+        path = ".".join(str(p) for p in loc) or "(top level)"
+        unknown = err["type"] == "extra_forbidden"
+        message = err["msg"].removeprefix("Value error, ")
+        if (env := variable_for(loc)) is not None:
+            errors.append(_env_error(env[0], loc, message, unknown))
+        elif unknown:
             errors.append(f"{path}: unknown key (check the spelling; see config/gatewayd.yaml)")
+        elif may_be_secret(loc):
+            errors.append(f"{path}: {message}")  # never echo what may be a secret
         else:
-            message = err["msg"].removeprefix("Value error, ")
-            if any(part == "env" or is_secret_key(part) for part in err["loc"]):
-                errors.append(f"{path}: {message}")  # never echo what may be a secret
-            else:
-                errors.append(f"{path}: {message} (got {err.get('input')!r})")
+            errors.append(f"{path}: {message} (got {err.get('input')!r})")
     return errors
+
+
+def _env_error(var: str, loc: tuple[Any, ...], message: str, unknown: bool) -> str:
+    value = "(value not shown)" if may_be_secret(loc) else repr(os.environ.get(var, ""))
+    found = field_at(Settings, loc)
+    if unknown or found is None:
+        key = ".".join(str(p) for p in loc)
+        return f"{var}={value}: {key}: unknown key (check the spelling; see config/gatewayd.yaml)"
+    annotation, spelled = found
+    leaf_var = var + "".join(f"__{p}".upper() for p in loc[len(var.split("__")) :])
+    return (
+        f"{var}={value}: {'.'.join(spelled)}: {message} "
+        f"(set it as {expected_form(annotation, leaf_var)})"
+    )
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -326,10 +352,12 @@ def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
     if path is not None:
         raw = read_config_file(path)
     source = str(path) if path else "built-in defaults"
+    if problems := json_problems(Settings):
+        raise ConfigError(source, problems)  # pydantic-settings would name only the section
     try:
         settings = Settings(**fold_internal(raw))
     except ValidationError as exc:
         raise ConfigError(source, format_errors(exc)) from None
-    except ValueError as exc:  # a GATEWAYD_* variable that is not valid JSON for its field
+    except ValueError as exc:  # a GATEWAYD_* variable pydantic-settings cannot parse
         raise ConfigError(source, [f"environment override: {exc}"]) from None
     return Config(settings, path, state_dir())

@@ -1,4 +1,4 @@
-"""Exit codes and the user-facing error report, shared by the daemon and the command line.
+"""Exit codes and user-facing error reports, shared by the daemon and the command line.
 
 Both ``gatewayd run`` (:mod:`gatewayd.daemon`) and every other command (:mod:`gatewayd.cli`)
 end with one of these codes and report a bad config the same way, so this module sits below
@@ -18,6 +18,7 @@ Exit codes, for every command:
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:  # the config stack (pydantic) is imported only where a config is loaded
@@ -28,6 +29,14 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_CONFIG = 78
 EXIT_INTERRUPTED = 130
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """``; did you mean 'x'?`` for the known word closest to ``word`` (difflib), else ``""``."""
+    import difflib  # only on this error path: client commands start without it
+
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 class UserError(Exception):

@@ -32,7 +32,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -40,6 +40,7 @@ from typing import Any, Final
 from gatewayd.atomic import atomic_write
 from gatewayd.config import Config
 from gatewayd.config_edit import add_extra_dir, remove_extra_dir
+from gatewayd.exits import did_you_mean
 from gatewayd.hookpack import (
     CheckedHook,
     InstallError,
@@ -448,7 +449,7 @@ class Uninstalled:
     """The directory deleted or the extraDirs entry removed (or why nothing was left to)."""
 
 
-def _not_installed(config: Config, name: str) -> str:
+def _not_installed(config: Config, name: str, installed: Sequence[str] = ()) -> str:
     target = config.paths.managed_hooks / name
     if os.path.lexists(target):
         return (
@@ -461,9 +462,8 @@ def _not_installed(config: Config, name: str) -> str:
                 f"{name}: is the {found.root.source} hook at {found.path}, not installed by "
                 f"gatewayd hooks install; turn it off with gatewayd hooks disable {name}"
             )
-    return (
-        f"{name}: no installed hook of that name (see {config.paths.managed_hooks / RECORDS_NAME})"
-    )
+    records = config.paths.managed_hooks / RECORDS_NAME
+    return f"{name}: no installed hook of that name{did_you_mean(name, installed)} (see {records})"
 
 
 def uninstall(config: Config, names: list[str], *, force: bool = False) -> list[Uninstalled]:
@@ -478,7 +478,8 @@ def uninstall(config: Config, names: list[str], *, force: bool = False) -> list[
         raise InstallError([_not_installed(config, n) for n in names])
     with _locked(managed):
         records = InstallRecords.load(managed)
-        problems = [_not_installed(config, n) for n in names if n not in records.hooks]
+        installed = sorted(records.hooks)
+        problems = [_not_installed(config, n, installed) for n in names if n not in records.hooks]
         wanted = set(names)
         for name in names:
             record = records.hooks.get(name)

@@ -109,6 +109,8 @@ def test_cli_enable_disable(state_dir: Path, write_hook: WriteHook, run_cli: Run
     assert "cannot run here: Binary missing: no-such-binary-xyz" in enabled.stderr
     missing = run_cli("hooks", "enable", "nope")
     assert missing.returncode == 1
-    assert missing.stderr.strip() == 'error: hook "nope" not found; run gatewayd hooks list'
+    assert missing.stderr.strip() == (
+        'error: hook "nope" not found (gatewayd hooks list shows them all)'
+    )
     assert (state_dir / "gatewayd.yaml").exists()
     assert os.stat(state_dir / "gatewayd.yaml").st_mode & 0o077 == 0

@@ -41,6 +41,7 @@ HANDLERS: dict[str, tuple[str, str]] = {
     "config show": ("config", "cli_config_show"),
     "config check": ("config", "cli_config_check"),
     "install-service": ("service", "cli_install_service"),
+    "completion": ("completion", "cli_completion"),
 }
 """Command key -> (module under ``gatewayd.cli``, function)."""
 

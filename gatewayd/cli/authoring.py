@@ -16,9 +16,9 @@ import os
 import sys
 
 from gatewayd.authoring import GUIDE, AuthoringError, parse_events, scaffold
-from gatewayd.cli.common import load_config_or_exit
+from gatewayd.cli.common import dump_json, load_config_or_exit
 from gatewayd.config import Config, ConfigError
-from gatewayd.exits import UserError, print_config_error
+from gatewayd.exits import EXIT_CONFIG, UserError, print_config_error
 from gatewayd.hookpack import InstallError
 from gatewayd.hooks.eligibility import EligibilityChecker
 from gatewayd.install import Installed, InstallPlan, install, uninstall
@@ -53,6 +53,17 @@ def cli_new(args: argparse.Namespace) -> int:
     except OSError as exc:
         target = config.paths.managed_hooks / args.name
         raise UserError(f"cannot write {target}: {exc.strerror or exc}") from None
+    if args.json:
+        dump_json(
+            {
+                "name": made.name,
+                "path": str(made.path),
+                "files": list(made.files),
+                "events": list(made.events),
+                "command": made.command,
+            }
+        )
+        return 0
     handler = (
         "handler     an executable script: the event JSON on stdin, reply lines on stdout"
         if made.command
@@ -108,16 +119,31 @@ def cli_install(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print_config_error(exc)
         raise UserError(
-            f"{config.paths.config_file} was left unchanged and nothing was installed; fix it first"
+            f"{config.paths.config_file} was left unchanged and nothing was installed; "
+            "fix it first",
+            EXIT_CONFIG,
         ) from None
     except OSError as exc:
         where = f" {exc.filename}" if exc.filename else ""
         raise UserError(
             f"cannot install {args.source}:{where} {exc.strerror or exc} (rolled back)"
         ) from None
-    for item in installed:
+    notes = [*plan.notes, *_eligibility_notes(config, plan)]
+    if args.json:
+        records = [
+            {
+                "name": item.name,
+                "kind": item.kind,
+                "path": str(item.path),
+                "sha256": item.sha256,
+                "replaced": item.replaced,
+            }
+            for item in installed
+        ]
+        dump_json({"installed": records, "notes": notes})
+    for item in [] if args.json else installed:
         print(_installed_line(item, config))
-    for note in [*plan.notes, *_eligibility_notes(config, plan)]:
+    for note in notes:
         print(f"note: {note}", file=sys.stderr)
     overridden = [n for n in os.environ if n.upper() == "GATEWAYD_HOOKS__LOAD__EXTRA_DIRS"]
     if args.link and overridden:
@@ -126,8 +152,11 @@ def cli_install(args: argparse.Namespace) -> int:
             "effect once it is unset (or lists the directory too)",
             file=sys.stderr,
         )
-    it, it_is = ("it", "it is") if len(installed) == 1 else ("them", "they are")
-    print(f"a running gatewayd loads {it} by itself; gatewayd hooks check shows if {it_is} ready")
+    if not args.json:
+        it, it_is = ("it", "it is") if len(installed) == 1 else ("them", "they are")
+        print(
+            f"a running gatewayd loads {it} by itself; gatewayd hooks check shows if {it_is} ready"
+        )
     return 0
 
 
@@ -140,9 +169,21 @@ def cli_uninstall(args: argparse.Namespace) -> int:
         return _refused("cannot uninstall", exc.problems, "nothing was removed")
     except ConfigError as exc:
         print_config_error(exc)
-        raise UserError(f"{config.paths.config_file} could not be edited; fix it first") from None
+        raise UserError(
+            f"{config.paths.config_file} could not be edited; fix it first", EXIT_CONFIG
+        ) from None
     except OSError as exc:
         raise UserError(f"cannot uninstall: {exc.filename or ''} {exc.strerror or exc}") from None
+    if args.json:
+        dump_json(
+            {
+                "uninstalled": [
+                    {"name": item.name, "kind": item.kind, "removed": item.removed}
+                    for item in removed
+                ]
+            }
+        )
+        return 0
     for item in removed:
         print(f"uninstalled {item.name} ({item.kind}): {item.removed}")
     return 0

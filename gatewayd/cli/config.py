@@ -1,8 +1,9 @@
 """``gatewayd config show|check``: the effective config, and whether it is valid.
 
 ``show`` prints the config a ``gatewayd run`` started now would use (file, env overrides and
-defaults applied) as YAML; ``check`` lists every error with its key path. Exit codes: ``check``
-0 valid, 1 invalid; ``show`` 78 when the config is invalid.
+defaults applied), as YAML or with ``--json`` as ``{"source", "config"}``; ``check`` lists every
+error with its key path (or the ``GATEWAYD_*`` variable it came from), with ``--json`` as
+``{"ok", "source", "errors"}``. Both exit 78 when the config is invalid, like every command.
 """
 
 from __future__ import annotations
@@ -11,15 +12,18 @@ import argparse
 
 import yaml
 
-from gatewayd.cli.common import load_config_or_exit
+from gatewayd.cli.common import dump_json, load_config_or_exit
 from gatewayd.config import ConfigError, load_config
-from gatewayd.exits import EXIT_FAILED, print_config_error
+from gatewayd.exits import EXIT_CONFIG, print_config_error
 
 
 def cli_config_show(args: argparse.Namespace) -> int:
-    """``gatewayd config show``: the effective config as YAML (defaults and env applied),
+    """``gatewayd config show [--json]``: the effective config (defaults and env applied),
     secret-looking values and every ``env`` value shown as ``<redacted>``."""
     config = load_config_or_exit(args.config)
+    if args.json:
+        dump_json({"source": config.source_label, "config": config.shown()})
+        return 0
     print(f"# effective config; source: {config.source_label}")
     print(
         yaml.safe_dump(
@@ -31,11 +35,18 @@ def cli_config_show(args: argparse.Namespace) -> int:
 
 
 def cli_config_check(args: argparse.Namespace) -> int:
-    """``gatewayd config check``: every validation error with its key path; exit 1 if any."""
+    """``gatewayd config check [--json]``: every validation error with its key path; exit 78
+    if there is one."""
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        print_config_error(exc)
-        return EXIT_FAILED
-    print(f"config OK: {config.source_label}")
+        if args.json:
+            dump_json({"ok": False, "source": exc.source, "errors": exc.errors})
+        else:
+            print_config_error(exc)
+        return EXIT_CONFIG
+    if args.json:
+        dump_json({"ok": True, "source": config.source_label, "errors": []})
+    else:
+        print(f"config OK: {config.source_label}")
     return 0

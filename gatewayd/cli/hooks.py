@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from gatewayd.cli.common import dump_json, load_config_or_exit
 from gatewayd.config import Config, ConfigError
-from gatewayd.exits import UserError, print_config_error
+from gatewayd.exits import EXIT_CONFIG, UserError, did_you_mean, print_config_error
 from gatewayd.hooks.loader import HookLoader, HookRecord, LoadResult, hooks_listing
 from gatewayd.logging import configure_logging
 
@@ -111,7 +111,9 @@ def cli_list(args: argparse.Namespace) -> int:
 def _find(result: LoadResult, name: str) -> HookRecord:
     matches = [r for r in result.records if name in (r.name, r.hook_key)]
     if not matches:
-        raise UserError(f'hook "{name}" not found; run gatewayd hooks list')
+        known = sorted({r.name for r in result.records} | {r.hook_key for r in result.records})
+        hint = did_you_mean(name, known)
+        raise UserError(f'hook "{name}" not found{hint} (gatewayd hooks list shows them all)')
     # The hook that is in effect (not shadowed) is the one asked about.
     return next((r for r in matches if r.status != "shadowed"), matches[-1])
 
@@ -189,20 +191,36 @@ def _set_enabled(args: argparse.Namespace, enabled: bool) -> int:
         changed = set_hook_enabled(path, record.hook_key, enabled)
     except ConfigError as exc:
         print_config_error(exc)
-        raise UserError(f"{path} was left unchanged; fix the errors above first") from None
+        raise UserError(
+            f"{path} was left unchanged; fix the errors above first", EXIT_CONFIG
+        ) from None
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc}") from None
-    if changed:
+    warnings = []
+    env_name = f"GATEWAYD_HOOKS__ENTRIES__{record.hook_key}__ENABLED".upper()
+    if any(name.upper() == env_name for name in os.environ):
+        warnings.append(f"${env_name} is set and beats the file")
+    if enabled and not record.eligible:
+        missing = "; ".join(r for r in record.reasons if r != "disabled in config")
+        warnings.append(f"{record.name} is enabled but cannot run here: {missing}")
+    if args.json:
+        dump_json(
+            {
+                "hook": record.name,
+                "hookKey": record.hook_key,
+                "enabled": enabled,
+                "changed": changed,
+                "file": str(path),
+                "warnings": warnings,
+            }
+        )
+    elif changed:
         print(f"{verb} hook {record.name} (hooks.entries.{record.hook_key}.enabled) in {path}")
         print("a running gatewayd picks this up on its own (or run: gatewayd reload)")
     else:
         print(f"hook {record.name} is already {verb} in {path}")
-    env_name = f"GATEWAYD_HOOKS__ENTRIES__{record.hook_key}__ENABLED".upper()
-    if any(name.upper() == env_name for name in os.environ):
-        print(f"warning: ${env_name} is set and beats the file", file=sys.stderr)
-    if enabled and not record.eligible:
-        missing = "; ".join(r for r in record.reasons if r != "disabled in config")
-        print(f"warning: {record.name} is enabled but cannot run here: {missing}", file=sys.stderr)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 

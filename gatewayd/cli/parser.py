@@ -4,6 +4,9 @@ Each command's parser records its key (``"status"``, ``"hooks list"``) as ``comm
 :mod:`gatewayd.cli.app` looks the key up in its table of handlers. Building the parser imports
 nothing but argparse, so a client command such as ``gatewayd status`` stays fast; with
 ``only=`` just one top-level command's parser is built.
+
+A mistyped command or choice is answered with the closest known one (``unknown command
+'stauts'; did you mean 'status'?``), the habit of git and pip.
 """
 
 from __future__ import annotations
@@ -13,6 +16,22 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gatewayd import __version__
+from gatewayd.exits import did_you_mean
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with "did you mean" for a mistyped command or choice."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is not None and value not in choices:
+            known = [str(choice) for choice in choices]
+            what = "command" if isinstance(action, argparse._SubParsersAction) else "choice"
+            raise argparse.ArgumentError(
+                action,
+                f"unknown {what} {value!r}{did_you_mean(str(value), known)} "
+                f"(choose from {', '.join(known)})",
+            )
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -24,8 +43,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _json_flag(parser: argparse.ArgumentParser) -> None:
+def _json_flag(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    return parser
 
 
 def _trace_flag(parser: argparse.ArgumentParser) -> None:
@@ -65,7 +85,7 @@ def _add_run(sub: Any) -> None:
 
 def _add_send(sub: Any) -> None:
     p = _command(sub, "send", "send a message to a running daemon")
-    p.add_argument("text", metavar="TEXT")
+    p.add_argument("text", metavar="TEXT", help="the message; - reads it from stdin")
     p.add_argument("--session", required=True, metavar="KEY", help="session key")
     p.add_argument("--sender", metavar="ID", help="sender id (default: cli)")
     p.add_argument("--channel", metavar="NAME", help="channel id (default: cli)")
@@ -118,6 +138,7 @@ def _add_hooks(sub: Any) -> None:
     for verb in ("enable", "disable"):
         p = _command(hsub, f"hooks {verb}", f"{verb} a hook in the config file")
         p.add_argument("name", metavar="NAME", help="hook name or hookKey")
+        _json_flag(p)
 
     p = _command(hsub, "hooks new", "scaffold a hook in $STATE/hooks")
     p.add_argument("name", metavar="NAME", help="lowercase letters, digits, - and _")
@@ -134,6 +155,7 @@ def _add_hooks(sub: Any) -> None:
         help="write an executable handler script (a command hook) instead of handler.py",
     )
     p.add_argument("--description", metavar="TEXT", help="the one-line description in HOOK.md")
+    _json_flag(p)
     p = _command(
         hsub,
         "hooks install",
@@ -146,18 +168,20 @@ def _add_hooks(sub: Any) -> None:
         help="list its directory in hooks.load.extraDirs instead of copying (under the state dir)",
     )
     p.add_argument("--force", action="store_true", help="replace installed hooks of the same name")
+    _json_flag(p)
     p = _command(hsub, "hooks uninstall", "remove what install created")
     p.add_argument("names", nargs="+", metavar="NAME", help="installed hook names")
     p.add_argument(
         "--force", action="store_true", help="also remove copies whose files changed since"
     )
+    _json_flag(p)
 
 
 def _add_config(sub: Any) -> None:
     config = sub.add_parser("config", help="inspect the config", description="inspect the config")
     csub = config.add_subparsers(dest="config_command", metavar="COMMAND", required=True)
-    _command(csub, "config show", "print the effective config")
-    _command(csub, "config check", "validate the config")
+    _json_flag(_command(csub, "config show", "print the effective config"))
+    _json_flag(_command(csub, "config check", "validate the config"))
 
 
 def _add_install_service(sub: Any) -> None:
@@ -174,6 +198,16 @@ def _add_install_service(sub: Any) -> None:
         default="auto",
         help="add the Type=notify-reload drop-in (auto: on systemd 253+)",
     )
+    _json_flag(p)
+
+
+def _add_completion(sub: Any) -> None:
+    p = _command(sub, "completion", "print a shell completion script")
+    p.description = (
+        "Print the completion script for bash or zsh, e.g. "
+        'eval "$(gatewayd completion bash)" in ~/.bashrc.'
+    )
+    p.add_argument("shell", choices=["bash", "zsh"], help="the shell")
 
 
 BUILDERS: dict[str, Callable[[Any], None]] = {
@@ -186,6 +220,7 @@ BUILDERS: dict[str, Callable[[Any], None]] = {
     "hooks": _add_hooks,
     "config": _add_config,
     "install-service": _add_install_service,
+    "completion": _add_completion,
 }
 """Each top-level command and the function adding its parser, in ``--help`` order."""
 
@@ -196,10 +231,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     With ``only`` (a top-level command), just that command's parser is built: building all of
     them costs ~15 ms, a tenth of a client command such as ``gatewayd status``.
     """
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="gatewayd", description="The Eliza event-hook gateway daemon and its client."
     )
-    parser.add_argument("--version", action="version", version=f"gatewayd {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"gatewayd {__version__}")
     _common(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in BUILDERS if only is None else (only,):

@@ -33,14 +33,26 @@ def _print_messages(messages: list[str]) -> None:
         print(message)
 
 
+def _text(arg: str) -> str:
+    """The message: ``arg``, or with ``-`` all of stdin less one final line break."""
+    if arg != "-":
+        return arg
+    text = sys.stdin.read()
+    text = text[:-1] if text.endswith("\n") else text
+    text = text[:-1] if text.endswith("\r") else text
+    if not text:
+        raise UserError("no text on stdin (gatewayd send - reads the message from stdin)")
+    return text
+
+
 def cli_send(args: argparse.Namespace) -> int:
-    """``gatewayd send TEXT --session KEY``: print the reply, one message per line."""
+    """``gatewayd send TEXT|- --session KEY``: print the reply, one message per line."""
     reply = _ask(
         args,
         {
             "op": "message",
             "sessionKey": args.session,
-            "text": args.text,
+            "text": _text(args.text),
             "senderId": args.sender or "cli",
             "channel": args.channel or "cli",
             **({"trace": True} if args.trace else {}),

@@ -128,7 +128,9 @@ def test_info_not_found(run_cli: RunCli, layered: Path) -> None:
     result = run_cli("hooks", "info", "nope")
     assert result.returncode == 1
     # (the "noisy" hook's print at import time goes to stderr before it)
-    assert result.stderr.endswith('\nerror: hook "nope" not found; run gatewayd hooks list\n')
+    assert result.stderr.endswith(
+        '\nerror: hook "nope" not found (gatewayd hooks list shows them all)\n'
+    )
     assert result.stdout == ""
 
 
@@ -230,7 +232,7 @@ def test_config_check_lists_every_error_with_its_key_path(run_cli: RunCli, state
         "mystery: 1\n"
     )
     result = run_cli("config", "check", "--config", str(config))
-    assert result.returncode == 1
+    assert result.returncode == 78
     err = result.stderr
     assert err.startswith(f"error: invalid config {config} (5 errors):\n")
     for path in (
@@ -258,7 +260,7 @@ def test_config_check_unusable_files(
     config = state_dir / "bad.yaml"
     config.write_text(content)
     result = run_cli("config", "check", "--config", str(config))
-    assert result.returncode == 1
+    assert result.returncode == 78
     assert expected in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -272,7 +274,7 @@ def test_syntax_error_names_the_line(run_cli: RunCli, state_dir: Path) -> None:
 
 def test_missing_config_file(run_cli: RunCli, state_dir: Path) -> None:
     result = run_cli("config", "check", "--config", str(state_dir / "nope.yaml"))
-    assert result.returncode == 1
+    assert result.returncode == 78
     assert f"config file not found: {state_dir / 'nope.yaml'}" in result.stderr
 
 

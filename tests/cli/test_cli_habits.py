@@ -1,0 +1,328 @@
+"""Habits a command line is expected to have, on the real CLI in subprocesses (issue 17):
+``-V``, "did you mean", ``--json`` wherever data is printed, exit 78 for a bad config on every
+command, env-var errors that name the variable, and shell completion run in real bash and zsh.
+The habits that need a running daemon are in ``tests/daemon/test_daemon_cli_habits.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gatewayd import __version__
+from gatewayd.cli.app import HANDLERS
+from gatewayd.cli.parser import build_parser, command_parsers, is_group
+
+RunCli = Any  # the run_cli fixture (tests/conftest.py)
+WriteHook = Any
+
+NO_DATA = {"run", "completion"}
+"""Commands that print no data: the daemon's log, and a shell script."""
+NO_CONFIG = {"install-service", "completion"}
+"""Commands that never read the gatewayd config."""
+
+
+def test_version_short_and_long(run_cli: RunCli) -> None:
+    for flag in ("-V", "--version"):
+        done = run_cli(flag)
+        assert done.returncode == 0
+        assert done.stdout == f"gatewayd {__version__}\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("stauts",), "unknown command 'stauts'; did you mean 'status'?"),
+        (("hooks", "lst"), "unknown command 'lst'; did you mean 'list'?"),
+        (("config", "chek"), "unknown command 'chek'; did you mean 'check'?"),
+        (("run", "--log-level", "dbug"), "unknown choice 'dbug'; did you mean 'debug'?"),
+        (("completion", "zhs"), "unknown choice 'zhs'; did you mean 'zsh'?"),
+    ],
+)
+def test_did_you_mean_for_commands_and_choices(
+    run_cli: RunCli, args: tuple[str, ...], expected: str
+) -> None:
+    done = run_cli(*args)
+    assert done.returncode == 2
+    assert expected in done.stderr
+
+
+def test_no_guess_when_nothing_is_close(run_cli: RunCli) -> None:
+    done = run_cli("xyzzy")
+    assert done.returncode == 2
+    assert "unknown command 'xyzzy' (choose from run, send," in done.stderr
+    assert "did you mean" not in done.stderr
+
+
+def test_did_you_mean_for_hook_names(run_cli: RunCli, state_dir: Path) -> None:
+    for args in (("hooks", "info", "comand-logger"), ("hooks", "disable", "comand-logger")):
+        done = run_cli(*args)
+        assert done.returncode == 1, args
+        assert done.stderr == (
+            "error: hook \"comand-logger\" not found; did you mean 'command-logger'? "
+            "(gatewayd hooks list shows them all)\n"
+        )
+
+
+def test_did_you_mean_for_installed_hook_names(
+    run_cli: RunCli, state_dir: Path, write_hook: WriteHook, tmp_path: Path
+) -> None:
+    source = write_hook(tmp_path / "src", "greeter")
+    assert run_cli("hooks", "install", str(source)).returncode == 0
+    done = run_cli("hooks", "uninstall", "greeterr")
+    assert done.returncode == 1
+    assert "greeterr: no installed hook of that name; did you mean 'greeter'?" in done.stderr
+
+
+def test_every_command_that_prints_data_has_json() -> None:
+    commands = {k: p for k, p in command_parsers(build_parser()).items() if not is_group(p)}
+    without = sorted(
+        key
+        for key, parser in commands.items()
+        if key not in NO_DATA and not any("--json" in a.option_strings for a in parser._actions)
+    )
+    assert not without, (
+        f"commands without --json: {without}; add it (_json_flag in gatewayd/cli/parser.py), "
+        "or add the command to NO_DATA here if it prints no data"
+    )
+
+
+def test_json_of_the_config_commands(run_cli: RunCli, state_dir: Path) -> None:
+    shown = run_cli("config", "show", "--json")
+    assert shown.returncode == 0, shown.stderr
+    document = json.loads(shown.stdout)
+    assert document["source"] == "built-in defaults"
+    assert document["config"]["gateway"]["queue"]["capacity"] == 1024
+    checked = run_cli("config", "check", "--json")
+    assert json.loads(checked.stdout) == {"ok": True, "source": "built-in defaults", "errors": []}
+    (state_dir / "gatewayd.yaml").write_text("gateway: {queue: {capacity: 0}}\n")
+    bad = run_cli("config", "check", "--json")
+    assert bad.returncode == 78
+    report = json.loads(bad.stdout)
+    assert report["ok"] is False and report["source"] == str(state_dir / "gatewayd.yaml")
+    assert report["errors"][0].startswith("gateway.queue.capacity: ")
+
+
+def test_json_of_the_hook_editing_commands(
+    run_cli: RunCli, state_dir: Path, write_hook: WriteHook, tmp_path: Path
+) -> None:
+    made = run_cli("hooks", "new", "fresh", "--events", "command:fresh", "--json")
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout) == {
+        "name": "fresh",
+        "path": str(state_dir / "hooks" / "fresh"),
+        "files": ["HOOK.md", "handler.py"],
+        "events": ["command:fresh"],
+        "command": False,
+    }
+    disabled = run_cli("hooks", "disable", "fresh", "--json")
+    assert json.loads(disabled.stdout) == {
+        "hook": "fresh",
+        "hookKey": "fresh",
+        "enabled": False,
+        "changed": True,
+        "file": str(state_dir / "gatewayd.yaml"),
+        "warnings": [],
+    }
+    again = json.loads(run_cli("hooks", "disable", "fresh", "--json").stdout)
+    assert again["changed"] is False
+
+    source = write_hook(tmp_path / "src", "greeter")
+    installed = run_cli("hooks", "install", str(source), "--json")
+    assert installed.returncode == 0, installed.stderr
+    record = json.loads(installed.stdout)["installed"][0]
+    assert record["name"] == "greeter" and record["kind"] == "copy"
+    assert record["path"] == str(state_dir / "hooks" / "greeter") and len(record["sha256"]) == 64
+    removed = run_cli("hooks", "uninstall", "greeter", "--json")
+    assert json.loads(removed.stdout)["uninstalled"][0]["name"] == "greeter"
+    assert not (state_dir / "hooks" / "greeter").exists()
+
+
+def test_json_of_install_service(run_cli: RunCli, tmp_path: Path) -> None:
+    units = tmp_path / "units"
+    done = run_cli("install-service", "--user", "--unit-dir", str(units), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["unit"] == {"path": str(units / "gatewayd.service"), "changed": True}
+    assert report["started"] is False and report["next"][0] == "systemctl --user daemon-reload"
+    assert (units / "gatewayd.service").read_text().startswith("#")
+    printed = json.loads(run_cli("install-service", "--stdout", "--json").stdout)
+    assert "ExecStart=" in printed["unitText"] and printed["unit"] is None
+
+
+# -- a bad config is exit 78 everywhere ------------------------------------------------------
+
+ARGS = {
+    "run": ["run"],
+    "send": ["send", "hi", "--session", "s"],
+    "trigger": ["trigger", "command:x", "--session", "s"],
+    "status": ["status"],
+    "reload": ["reload"],
+    "bootstrap": ["bootstrap", "--session", "s"],
+    "hooks list": ["hooks", "list"],
+    "hooks info": ["hooks", "info", "x"],
+    "hooks check": ["hooks", "check"],
+    "hooks enable": ["hooks", "enable", "x"],
+    "hooks disable": ["hooks", "disable", "x"],
+    "hooks new": ["hooks", "new", "x"],
+    "hooks install": ["hooks", "install", "/nonexistent"],
+    "hooks uninstall": ["hooks", "uninstall", "x"],
+    "config show": ["config", "show"],
+    "config check": ["config", "check"],
+}
+"""Arguments that run each command that reads the config."""
+
+
+def test_a_bad_config_file_is_exit_78_for_every_command(run_cli: RunCli, state_dir: Path) -> None:
+    missing = sorted(set(HANDLERS) - set(ARGS) - NO_CONFIG)
+    assert not missing, f"add arguments for {missing} to ARGS here (or to NO_CONFIG)"
+    # Unparseable, and about the socket: the client commands read the file for that key.
+    (state_dir / "gatewayd.yaml").write_text("gateway:\n  control: {socket: [unclosed\n")
+    for key, args in ARGS.items():
+        done = run_cli(*args)
+        assert done.returncode == 78, (key, done.returncode, done.stderr)
+        assert "invalid YAML" in done.stderr, (key, done.stderr)
+
+
+def test_a_named_config_file_that_is_missing_is_exit_78(run_cli: RunCli, state_dir: Path) -> None:
+    for args in (["status"], ["hooks", "list"], ["config", "check"]):
+        done = run_cli("--config", str(state_dir / "nope.yaml"), *args)
+        assert done.returncode == 78, (args, done.stderr)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        (
+            "GATEWAYD_GATEWAY__QUEUE__CAPACITY",
+            "lots",
+            "GATEWAYD_GATEWAY__QUEUE__CAPACITY='lots': gateway.queue.capacity: ",
+        ),
+        ("GATEWAYD_GATEWAY__QUEUE__CAPACITY", "lots", "an integer, e.g. "),
+        (
+            "GATEWAYD_HOOKS__LOAD__EXTRA_DIRS",
+            "/srv/hooks",
+            "GATEWAYD_HOOKS__LOAD__EXTRA_DIRS='/srv/hooks': hooks.load.extraDirs takes a JSON "
+            'list, e.g. GATEWAYD_HOOKS__LOAD__EXTRA_DIRS=\'["one", "two"]\'',
+        ),
+        ("GATEWAYD_LOGGING__LEVEL", "loud", "one of debug, info, warning, error"),
+        ("GATEWAYD_HOOKS__ENABLED", "yes", "true or false, e.g. GATEWAYD_HOOKS__ENABLED=false"),
+        ("GATEWAYD_GATEWAY__COLOUR", "red", "GATEWAYD_GATEWAY__COLOUR='red': gateway.colour: "),
+    ],
+)
+def test_env_errors_name_the_variable_and_the_form(
+    run_cli: RunCli, state_dir: Path, variable: str, value: str, expected: str
+) -> None:
+    for args in (["config", "check"], ["run"]):
+        done = run_cli(*args, env={variable: value})
+        assert done.returncode == 78, (args, done.stderr)
+        assert expected in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+# -- completion ------------------------------------------------------------------------------
+
+BASH_COMPLETE = """
+eval "$(gatewayd completion bash)"
+complete -p gatewayd
+for line in "${CASES[@]}"; do
+    read -r -a COMP_WORDS <<< "$line"
+    [[ "$line" == *" " ]] && COMP_WORDS+=("")
+    COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
+    COMPREPLY=()
+    _gatewayd
+    echo "${COMPREPLY[*]}"
+done
+"""
+
+CASES = {
+    "gatewayd sta": "status",
+    "gatewayd hooks ": "list info check enable disable new install uninstall",
+    "gatewayd --config x.yaml hooks in": "info install",
+    "gatewayd run --log-level ": "debug info warning error",
+    "gatewayd status --j": "--json",
+    "gatewayd completion ": "bash zsh",
+    "gatewayd send --session ": "",
+}
+
+
+def _script(run_cli: RunCli, shell: str) -> str:
+    done = run_cli("completion", shell)
+    assert done.returncode == 0, done.stderr
+    return str(done.stdout)
+
+
+def test_bash_completion(run_cli: RunCli, tmp_path: Path) -> None:
+    script = tmp_path / "gatewayd.bash"
+    script.write_text(_script(run_cli, "bash"))
+    cases = " ".join(f"'{case}'" for case in CASES)
+    run = BASH_COMPLETE.replace(
+        'eval "$(gatewayd completion bash)"', f"source {script}\nCASES=({cases})"
+    )
+    done = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", run],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "complete -F _gatewayd gatewayd"
+    assert lines[1:] == list(CASES.values())
+
+
+def test_bash_completes_paths_where_a_command_takes_one(run_cli: RunCli, tmp_path: Path) -> None:
+    script = tmp_path / "gatewayd.bash"
+    script.write_text(_script(run_cli, "bash"))
+    (tmp_path / "pack.tgz").write_bytes(b"")
+    run = (
+        f"source {script}; cd {tmp_path}; "
+        'COMP_WORDS=(gatewayd hooks install pa); COMP_CWORD=3; _gatewayd; echo "${COMPREPLY[*]}"; '
+        'COMP_WORDS=(gatewayd --config pa); COMP_CWORD=2; _gatewayd; echo "${COMPREPLY[*]}"'
+    )
+    done = subprocess.run(
+        ["bash", "--norc", "-c", run], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.splitlines() == ["pack.tgz", "pack.tgz"], done.stderr
+
+
+@pytest.mark.skipif(
+    shutil.which("zsh") is None, reason="zsh is not installed (.ci/run installs it)"
+)
+def test_zsh_completion(run_cli: RunCli, tmp_path: Path) -> None:
+    script = tmp_path / "_gatewayd"
+    script.write_text(_script(run_cli, "zsh"))
+    lines = [
+        "autoload -U compinit && compinit -u -D",
+        f"source {script}",
+        "print -r -- $_comps[gatewayd]",
+    ]
+    for case in CASES:
+        words = " ".join(f"'{w}'" for w in case.split(" "))
+        lines.append(f"_gatewayd_candidates {words}")
+    done = subprocess.run(
+        ["zsh", "-f", "-c", "\n".join(lines)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert out[0] == "_gatewayd"
+    # The walker's candidates (compadd filters them by the typed prefix in a live shell).
+    assert out[1].split() == build_parser_top_level()
+    assert out[2] == CASES["gatewayd hooks "]
+    assert out[4] == CASES["gatewayd run --log-level "]
+    assert "--json" in out[5].split() and out[6] == "bash zsh" and out[7] == "@text"
+
+
+def build_parser_top_level() -> list[str]:
+    return [key for key in command_parsers(build_parser()) if " " not in key]
