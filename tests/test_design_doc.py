@@ -6,6 +6,9 @@
   listing every flag of that command; no row for a command that does not exist.
 * Section 5 (Config keys): one row per key of the config models (``gatewayd.config``), with its
   default where the default is a plain value; no row for a key that does not exist.
+* Section 6 (Author API): one row per name ``gatewayd.hooks`` exports, and no other.
+* Section 1 (the layers of section 1.4): every module of the package is on one layer line, and
+  no import goes up a layer.
 
 Each failure says what to add (or remove) where, so whoever adds an op, a command, a flag or a
 key learns here to document it.
@@ -13,6 +16,7 @@ key learns here to document it.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -32,10 +36,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+import gatewayd.hooks
 from gatewayd.cli.parser import build_parser, command_parsers, is_group
 from gatewayd.config import Settings
 
 REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "gatewayd"
 DOC = REPO / "docs" / "design.md"
 GLOBAL_FLAGS = {"-h", "--help", "--config"}
 """Flags every command has; section 4's introduction documents them once."""
@@ -251,3 +257,91 @@ def test_the_env_override_form_is_the_one_the_config_reads(state_dir: Path, run_
     shown = run_cli("config", "show", env={"GATEWAYD_GATEWAY__QUEUE__CAPACITY": "77"})
     assert shown.returncode == 0, shown.stderr
     assert "capacity: 77" in shown.stdout
+
+
+# -- section 6: the author API ---------------------------------------------------------------
+
+
+def test_every_name_of_the_author_api_is_documented() -> None:
+    rows = first_cells(section("Author API"))
+    exported = set(gatewayd.hooks.__all__)
+    missing = sorted(exported - set(rows))
+    assert not missing, (
+        "docs/design.md section 6 (Author API): add a row '| `NAME` | what it is |' for each "
+        f"of {missing} (gatewayd.hooks exports them)"
+    )
+    extra = sorted(set(rows) - exported)
+    assert not extra, (
+        f"docs/design.md section 6 documents names gatewayd.hooks does not export: {extra}"
+    )
+
+
+# -- section 1.4: the layers -----------------------------------------------------------------
+
+
+def layers() -> dict[str, int]:
+    """``module -> layer`` from the ``layer N  names...`` lines of section 1."""
+    found = {}
+    for number, names in re.findall(r"^layer (\d+) +(.+)$", section("Architecture"), re.M):
+        for name in names.split():
+            found[name] = int(number)
+    assert found, "docs/design.md section 1.4 has no 'layer N  module ...' lines"
+    return found
+
+
+def _top(module: str) -> str:
+    """The layer name of ``gatewayd.x.y`` (``x``), or ``__init__`` for the package itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def imports_of(path: Path) -> set[str]:
+    """The gatewayd modules ``path`` imports at run time (``if TYPE_CHECKING:`` blocks left out)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = {
+        id(node)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+        for node in ast.walk(block)
+    }
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "gatewayd"}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "gatewayd":
+                for alias in node.names:
+                    sub = PACKAGE / alias.name
+                    is_module = sub.is_dir() or sub.with_suffix(".py").exists()
+                    found.add(f"gatewayd.{alias.name}" if is_module else "gatewayd")
+            elif node.module.split(".")[0] == "gatewayd":
+                found.add(node.module)
+    return found
+
+
+def test_every_import_goes_down_the_layers() -> None:
+    layer = layers()
+    unplaced, upward = set(), []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        me = rel.parts[0].removesuffix(".py")
+        if me not in layer:
+            unplaced.add(me)
+            continue
+        for target in imports_of(path):
+            other = _top(target)
+            if other not in layer:
+                unplaced.add(other)
+            elif layer[other] > layer[me]:
+                upward.append(
+                    f"gatewayd/{rel} (layer {layer[me]}) imports {target} (layer {layer[other]})"
+                )
+    assert not unplaced, (
+        f"docs/design.md section 1.4: put {sorted(unplaced)} on one of the 'layer N' lines "
+        "(and in the package layout above them)"
+    )
+    assert not upward, "imports that go up a layer (docs/design.md section 1.4): " + "; ".join(
+        upward
+    )
