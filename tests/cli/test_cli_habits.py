@@ -326,3 +326,15 @@ def test_zsh_completion(run_cli: RunCli, tmp_path: Path) -> None:
 
 def build_parser_top_level() -> list[str]:
     return [key for key in command_parsers(build_parser()) if " " not in key]
+
+
+def test_env_errors_never_echo_what_may_be_a_secret(run_cli: RunCli, state_dir: Path) -> None:
+    for variable, value in (
+        ("GATEWAYD_HOOKS__ENTRIES__DEPLOY__ENV", "hunter2-not-json"),
+        ("GATEWAYD_HOOKS__ENTRIES__DEPLOY__TIMEOUT_MS", "hunter2"),  # not secret: shown
+    ):
+        done = run_cli("config", "check", env={variable: value})
+        assert done.returncode == 78, done.stderr
+        assert f"{variable}=" in done.stderr
+        secret = variable.endswith("__ENV")
+        assert (value in done.stderr) is not secret, done.stderr
