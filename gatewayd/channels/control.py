@@ -36,6 +36,7 @@ from gatewayd.channels import ChannelHost
 from gatewayd.channels.protocol import (
     MAX_LINE,
     OPS,
+    READ_CHUNK,
     LineReader,
     RequestError,
     encode,
@@ -49,6 +50,9 @@ log = structlog.get_logger("gatewayd.control")
 
 MAX_PENDING = 64
 """Replies held back for one batched write while a client pipelines requests."""
+
+REFUSE_LINGER_S = 2.0
+"""How long a refused connection's read side stays open after the error reply."""
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -157,15 +161,10 @@ class ControlChannel:
                 pid, uid = peer_uid(raw)
                 if uid not in (os.getuid(), 0):
                     log.warning("control.forbidden", peer_pid=pid, peer_uid=uid)
-                    await stream.send(
-                        self._encode(
-                            error(
-                                None,
-                                "forbidden",
-                                f"uid {uid} may not use this socket: only uid {os.getuid()} "
-                                "or root",
-                            )
-                        )
+                    await self._refuse(
+                        stream,
+                        "forbidden",
+                        f"uid {uid} may not use this socket: only uid {os.getuid()} or root",
                     )
                     return
                 await self._serve_connection(stream)
@@ -173,6 +172,20 @@ class ControlChannel:
             pass  # the client went away mid-reply
         finally:
             self._peers.discard(raw)
+
+    async def _refuse(self, stream: SocketStream, code: str, message: str) -> None:
+        """Answer a connection we will not serve with one error, then close it.
+
+        The read side stays open a moment after the reply (bounded by :data:`REFUSE_LINGER_S`):
+        closing at once would make a client that writes its request after connecting fail
+        with ``EPIPE`` instead of reading why it was refused.
+        """
+        await stream.send(encode(error(None, code, message)))
+        await stream.send_eof()
+        with anyio.move_on_after(REFUSE_LINGER_S):
+            with contextlib.suppress(anyio.EndOfStream):
+                while True:
+                    await stream.receive(READ_CHUNK)
 
     async def _serve_connection(self, stream: SocketStream) -> None:
         # Replies to a pipelining client are written in batches: a reply is held back while the
