@@ -86,6 +86,31 @@ class QueueConfig(_Model):
     concurrency: int = Field(8, ge=1)
 
 
+class LogFileConfig(_Model):
+    file: Path | None = None
+    """Also write every log line, as JSON, to this file (relative: to the state dir)."""
+    max_bytes: int = Field(10 * 1024 * 1024, ge=1024)
+    """Rotate the file when it would pass this size."""
+    backups: int = Field(5, ge=0)
+    """Rotated files kept (``<file>.1`` ... ``<file>.N``)."""
+
+
+class MetricsConfig(_Model):
+    listen: str | None = None
+    """``PORT`` or ``HOST:PORT`` for the Prometheus endpoint; unset: no listener. A bare port
+    listens on 127.0.0.1."""
+
+    @field_validator("listen")
+    @classmethod
+    def _address(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        port = value.rpartition(":")[2]
+        if not port.isdigit() or not 0 <= int(port) < 65536:
+            raise ValueError(f"{value!r} is not PORT or HOST:PORT (e.g. 9464 or 127.0.0.1:9464)")
+        return value
+
+
 class GatewayConfig(_Model):
     startup_hook_delay_ms: int = Field(250, ge=0)
     shutdown_timeout_ms: int = Field(5000, ge=0)
@@ -94,6 +119,10 @@ class GatewayConfig(_Model):
     """Bound on draining the trigger queue at shutdown."""
     control: ControlConfig = ControlConfig()
     queue: QueueConfig = QueueConfig()
+    log: LogFileConfig = LogFileConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    loop_lag_warn_ms: int = Field(500, ge=0)
+    """Log ``loop.stalled`` (naming the hook) when the event loop is blocked this long; 0: off."""
 
 
 class WorkspaceConfig(_Model):

@@ -37,10 +37,12 @@ from gatewayd.channels.control import ControlChannel
 from gatewayd.commands import CommandRouter, Inbound, parse_command
 from gatewayd.config import Config, ConfigError, load_config
 from gatewayd.exits import EXIT_FAILED, EXIT_OK
+from gatewayd.hooks.capture import capture_hook_output
 from gatewayd.hooks.cfgview import public_cfg
 from gatewayd.hooks.events import create_hook_event
 from gatewayd.hooks.loader import HookLoader, HookRecord, LoadResult, hooks_listing
 from gatewayd.hooks.registry import HookRegistry, code_hooks
+from gatewayd.hooks.stats import bind_loop_thread
 from gatewayd.hooks.trace import trace_entry
 from gatewayd.hooks.watcher import (
     HookWatcher,
@@ -50,7 +52,8 @@ from gatewayd.hooks.watcher import (
     snapshot,
     watch_spec,
 )
-from gatewayd.logging import LogFormat, configure_logging
+from gatewayd.logging import LogFile, LogFormat, configure_logging
+from gatewayd.looplag import LoopLagMonitor
 from gatewayd.redact import redact
 from gatewayd.sessions import SessionManager, TranscriptLimits
 from gatewayd.systemd import Notifier, watchdog_interval, watchdog_loop
@@ -79,7 +82,16 @@ def _transcript_limits(config: Config) -> TranscriptLimits:
 
 def configure_logs(config: Config, level: str | None, fmt: LogFormat | None) -> None:
     """Logging from the config, with ``--log-level`` / ``--log-format`` winning."""
-    configure_logging(level or config.settings.logging.level, fmt or config.settings.logging.format)
+    spec = config.settings.gateway.log
+    log_file = None
+    if spec.file is not None:
+        path = config.paths.state / spec.file.expanduser()  # an absolute path stays as it is
+        log_file = LogFile(path, spec.max_bytes, spec.backups)
+    configure_logging(
+        level or config.settings.logging.level,
+        fmt or config.settings.logging.format,
+        log_file=log_file,
+    )
 
 
 def _watch_spec(config: Config) -> WatchSpec:
@@ -151,6 +163,8 @@ class Gateway:
         self.state = "starting"
         self.startup_fired = False
         self.reloads = 0
+        self.reload_results: dict[str, int] = {}
+        """Reloads by result (``ok``, ``refused``, ``failed``), for metrics."""
         self.last_reload: dict[str, Any] | None = None
         self.exit_code = EXIT_OK
         self._started = time.monotonic()
@@ -165,6 +179,11 @@ class Gateway:
         self._running: anyio.Event | None = None
         self.watcher: HookWatcher | None = None
         """Live reload: the hook roots and config file watcher (``hooks.load.watch``)."""
+        self.metrics: Any = None
+        """The Prometheus endpoint (``gateway.metrics.listen``), once started."""
+        warn_ms = gw.loop_lag_warn_ms
+        self.lag = LoopLagMonitor(warn_ms, self._on_stall) if warn_ms else None
+        """The loop-lag monitor (``gateway.loopLagWarnMs``; ``None`` when 0)."""
 
     # -- what subsystems and channels use -------------------------------------------------------
 
@@ -259,11 +278,48 @@ class Gateway:
         return await self.router.bootstrap(session_key)
 
     def hooks(self) -> dict[str, Any]:
-        """The ``hooks`` op: ``{stateDir, workspaceDir, hooks: [...]}`` of the last load."""
+        """The ``hooks`` op: ``{view: "daemon", stateDir, workspaceDir, hooks: [...]}`` of the
+        last load, each hook with its counters under ``stats`` (``null`` for a hook that has
+        not been registered since the start), and ``codeHooks``: handlers registered in code."""
         if self._load is None:
             paths = self.config.paths
-            return {"stateDir": str(paths.state), "workspaceDir": str(paths.workspace), "hooks": []}
-        return hooks_listing(self.config.load_spec(), self._load)
+            listing: dict[str, Any] = {
+                "stateDir": str(paths.state),
+                "workspaceDir": str(paths.workspace),
+                "hooks": [],
+            }
+        else:
+            listing = hooks_listing(self.config.load_spec(), self._load)
+        stats = self.registry.stats()
+        for record in listing["hooks"]:
+            counters = stats.pop(record["name"], None) if record["status"] == "ready" else None
+            record["stats"] = counters.to_json() if counters is not None else None
+        code = {h.hook for handlers in self.registry.code.by_key.values() for h in handlers}
+        listing["codeHooks"] = [
+            {"name": name, "stats": s.to_json()} for name, s in stats.items() if name in code
+        ]
+        return {"view": "daemon", **listing}
+
+    def metrics_snapshot(self) -> dict[str, Any]:
+        """What the metrics endpoint reads (:class:`gatewayd.metrics.MetricsSource`)."""
+        statuses: dict[str, int] = {}
+        for record in self._records():
+            statuses[record.status] = statuses.get(record.status, 0) + 1
+        journal = getattr(self, "journal", None)
+        return {
+            "events": dict(self.registry.event_counts),
+            "queue": self.dispatcher.stats(),
+            "hooks": self.registry.stats(),
+            "reloads": dict(self.reload_results),
+            "loop_stalls": self.lag.stalls if self.lag is not None else 0,
+            "statuses": statuses,
+            "journal": journal.stats() if journal is not None else None,
+        }
+
+    def _on_stall(self, hook: str | None, lag_s: float) -> None:
+        """The loop-lag monitor caught ``hook`` blocking the loop: count it on the hook."""
+        if hook is not None and (stats := self.registry.stats().get(hook)) is not None:
+            stats.stalls += 1
 
     def status(self) -> dict[str, Any]:
         """The ``status`` op (DESIGN.md section 5) plus ``state``, ``loop``, ``sessions``;
@@ -280,6 +336,13 @@ class Gateway:
             "uptime_s": round(time.monotonic() - self._started, 3),
             "startup_fired": self.startup_fired,
             "loop": self.loop_name,
+            "loop_lag": None
+            if self.lag is None
+            else {
+                "warn_ms": round(self.lag.warn_s * 1000),
+                "stalls": self.lag.stalls,
+                "max_lag_ms": round(self.lag.max_lag_s * 1000),
+            },
             "config": self.config.source_label,
             "channels": [channel.describe() for channel in self.channels],
             "hooks": summary,
@@ -356,6 +419,7 @@ class Gateway:
             if errors:
                 record["errors"] = errors
             self.reloads += 1
+            self.reload_results[outcome] = self.reload_results.get(outcome, 0) + 1
             self.last_reload = record
             log.info("reload.done", **record)
             self.notifier.ready(self._status_line())
@@ -418,9 +482,12 @@ class Gateway:
         )
         if self.loop_name != "uvloop":
             log.warning("gateway.loop_fallback", loop=self.loop_name, note="uvloop not installed")
+        bind_loop_thread()
         async with anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(self._watch_signals)
+            if self.lag is not None:
+                await tg.start(self.lag.run)
             if (interval := watchdog_interval()) is not None:
                 tg.start_soon(watchdog_loop, self.notifier, interval)
             started = False
@@ -456,6 +523,11 @@ class Gateway:
         self._load.apply(self.registry, spec)
         await anyio.to_thread.run_sync(self.sessions.load)
         await tg.start(self.dispatcher.run)
+        if (listen := self.config.settings.gateway.metrics.listen) is not None:
+            from gatewayd.metrics import MetricsServer  # prometheus_client: only when asked
+
+            self.metrics = MetricsServer(self, listen)
+            await tg.start(self.metrics.serve)
         try:
             for channel in self.channels:
                 await tg.start(channel.serve)
@@ -622,4 +694,5 @@ def run_daemon(
     gateway = Gateway(
         config, config_arg=config_arg, log_overrides=log_overrides, loop_name=loop_name
     )
-    return run_gateway(gateway)
+    with capture_hook_output():
+        return run_gateway(gateway)

@@ -1,8 +1,17 @@
 """structlog setup: console rendering on a terminal, JSON lines otherwise.
 
 Every log line is an event name plus key/values (``log.info("hook.loaded", hook=name)``).
-``configure_logging()`` is called once by the CLI before anything logs; library code only ever
-calls ``structlog.get_logger(...)``.
+``configure_logging()`` is called once by the CLI before anything logs (and again by a reload);
+library code only ever calls ``structlog.get_logger(...)``.
+
+Where lines go and how they look:
+
+* stderr, console-rendered on a terminal (colours unless ``NO_COLOR`` is set), else JSON;
+* under systemd, when ``$JOURNAL_STREAM`` names the stream stderr is, every line starts with
+  the syslog priority ``<N>`` (``<3>`` error, ``<4>`` warning, ``<6>`` info, ``<7>`` debug; on
+  each line of a multi-line one), so ``journalctl -p err`` finds the errors;
+* optionally a file too (``gateway.log.file``), always JSON, rotated by size
+  (``logging.handlers.RotatingFileHandler``).
 
 Two rules keep the log from being a way in or a way down:
 
@@ -17,9 +26,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import logging.handlers
 import os
 import sys
 import threading
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, TextIO
 
 import structlog
@@ -92,11 +104,114 @@ class SafeLoggerFactory:
         return self._logger
 
 
+PRIORITIES = {"debug": 7, "info": 6, "warning": 4, "warn": 4, "error": 3, "critical": 2}
+"""syslog priorities of the log levels (``sd-daemon(3)``: the ``<N>`` line prefix)."""
+
+
+def journal_stream(stream: TextIO) -> bool:
+    """Whether ``stream`` is the journal's stream: ``$JOURNAL_STREAM`` (``device:inode``, set
+    by systemd) names the file ``stream`` writes to. A child whose stderr was redirected
+    inherits the variable but not the stream, hence the comparison."""
+    value = os.environ.get("JOURNAL_STREAM", "")
+    dev, _, ino = value.partition(":")
+    if not (dev.isdigit() and ino.isdigit()):
+        return False
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (st.st_dev, st.st_ino) == (int(dev), int(ino))
+
+
+class _Priority:
+    """Wraps a renderer: prefix each rendered line with the level's ``<N>``."""
+
+    def __init__(self, renderer: Any) -> None:
+        self._renderer = renderer
+
+    def __call__(self, logger: Any, name: str, event_dict: Any) -> str:
+        prefix = f"<{PRIORITIES.get(event_dict.get('level') or name, 6)}>"
+        text = str(self._renderer(logger, name, event_dict))
+        return prefix + text.replace("\n", "\n" + prefix)
+
+
+@dataclass(frozen=True)
+class LogFile:
+    """``gateway.log``: the file every line is also written to, and its rotation."""
+
+    path: Path
+    max_bytes: int = 10 * 1024 * 1024
+    backups: int = 5
+
+
+class _QuietRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """A rotating file that drops a line it cannot write (disk full) instead of raising or
+    printing a traceback; the drops are counted."""
+
+    dropped = 0
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        self.dropped += 1
+
+
+class _FileSink:
+    """A processor placed before the renderer: writes the line as JSON to the log file."""
+
+    def __init__(self, handler: logging.Handler) -> None:
+        self.handler = handler
+        self._json = structlog.processors.JSONRenderer()
+
+    def __call__(self, logger: Any, name: str, event_dict: Any) -> Any:
+        data = _NO_LOCALS(logger, name, dict(event_dict))
+        line = self._json(logger, name, data)
+        self.handler.emit(logging.makeLogRecord({"msg": line, "args": None}))
+        return event_dict
+
+
+_file_handler: tuple[LogFile, logging.Handler] | None = None
+_file_lock = threading.Lock()
+
+
+def _file_sink(log_file: LogFile | None) -> _FileSink | None:
+    """The sink of ``log_file``: the open one when it is unchanged, else a new one (the old
+    one closed). ``None`` closes any open one."""
+    global _file_handler
+    with _file_lock:
+        if _file_handler is not None and _file_handler[0] == log_file:
+            return _FileSink(_file_handler[1])
+        if _file_handler is not None:
+            _file_handler[1].close()
+            _file_handler = None
+        if log_file is None:
+            return None
+        log_file.path.parent.mkdir(parents=True, exist_ok=True)
+        handler = _QuietRotatingFileHandler(
+            log_file.path,
+            maxBytes=log_file.max_bytes,
+            backupCount=log_file.backups,
+            encoding="utf-8",
+        )
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        _file_handler = (log_file, handler)
+        return _FileSink(handler)
+
+
+def real_stream(stream: TextIO) -> TextIO:
+    """``stream`` itself, or the stream under a hook-output capture wrapper."""
+    inner: TextIO | None = getattr(stream, "original", None)
+    return inner if inner is not None else stream
+
+
 def configure_logging(
-    level: str = "info", fmt: LogFormat = "auto", stream: TextIO | None = None
+    level: str = "info",
+    fmt: LogFormat = "auto",
+    stream: TextIO | None = None,
+    *,
+    log_file: LogFile | None = None,
 ) -> None:
-    """Route structlog to ``stream`` (default stderr) at ``level`` in the chosen format."""
-    stream = stream or sys.stderr
+    """Route structlog to ``stream`` (default stderr) at ``level`` in the chosen format, and
+    to ``log_file`` when given; see the module docstring."""
+    stream = real_stream(stream or sys.stderr)
     try:
         tty = stream.isatty()
     except (OSError, ValueError):
@@ -105,18 +220,24 @@ def configure_logging(
     renderer: structlog.typing.Processor
     if use_console:
         renderer = structlog.dev.ConsoleRenderer(
-            colors=tty, exception_formatter=structlog.dev.plain_traceback
+            colors=tty and not os.environ.get("NO_COLOR"),
+            exception_formatter=structlog.dev.plain_traceback,
         )
     else:
         renderer = structlog.processors.JSONRenderer()
+    if journal_stream(stream):
+        renderer = _Priority(renderer)
     processors: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
+    if (sink := _file_sink(log_file)) is not None:
+        processors.append(sink)
     if not use_console:
         processors.append(_NO_LOCALS)
     processors.append(renderer)
+    logging.getLogger().setLevel(LEVELS[level])
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),

@@ -116,6 +116,8 @@ class HookRegistry:
         self.code._readers.add(self)
         self._files: dict[str, tuple[Handler, ...]] = {}
         self._plans: dict[str, tuple[Handler, ...]] = {}
+        self.event_counts: dict[str, int] = {}
+        """Events dispatched, by ``type:action`` (the metrics endpoint sums them by type)."""
         self.hook_stats: dict[str, HookStats] = {}
         """File hooks' counters by hook name; they outlive reloads (:meth:`stats`)."""
         self._hook_threads = hook_threads
@@ -192,6 +194,8 @@ class HookRegistry:
         """
         key = f"{event.type}:{event.action}"
         plan = self._plans.get(key) or self.plan(event.type, key)
+        counts = self.event_counts
+        counts[key] = counts.get(key, 0) + 1
         if event.trace:
             traced = await run_traced(self, event, plan)
             return DispatchReport(
@@ -224,6 +228,8 @@ class HookRegistry:
                     stats = handler.stats  # HookStats.record() inlined
                     stats.durations[stats.calls & _MASK] = perf_counter() - t0
                     stats.calls += 1
+                    if not stats.calls & _MASK:
+                        stats.fold()
                     continue
                 except BaseException as exc:
                     slot.hook = None

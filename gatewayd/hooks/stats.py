@@ -20,24 +20,46 @@ import os
 import threading
 import time
 import traceback
+from bisect import bisect_left
 from contextvars import ContextVar
 from typing import Any
 
 RING = 256
 """Durations kept per hook for p50/p99 (a power of two: the index is masked)."""
 _MASK = RING - 1
+BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
+"""Upper bounds (seconds) of the duration histogram buckets; one more bucket is ``+Inf``."""
 
 
 class HookStats:
     """One hook's counters; see the module docstring. Mutated on the event loop only."""
 
     __slots__ = (
+        "buckets",
         "calls",
         "durations",
         "errors",
+        "folded",
         "last_error",
         "stalls",
         "timeouts",
+        "total_s",
     )
 
     def __init__(self) -> None:
@@ -50,11 +72,42 @@ class HookStats:
         """Seconds per call, ring-indexed by ``calls & (RING - 1)``."""
         self.last_error: tuple[float, str, str | None] | None = None
         """``(epoch seconds, message, file:line or None)`` of the latest error or timeout."""
+        self.buckets = [0] * (len(BUCKETS) + 1)
+        """Calls per duration bucket (not cumulative), of the first :attr:`folded` calls."""
+        self.total_s = 0.0
+        """Summed duration of the first :attr:`folded` calls."""
+        self.folded = 0
+        """Calls already counted into :attr:`buckets`: the ring is folded in each time it
+        fills, so a histogram costs the hot path one test per call."""
 
     def record(self, seconds: float) -> None:
         """Count one call that took ``seconds`` (the dispatcher inlines this)."""
         self.durations[self.calls & _MASK] = seconds
         self.calls += 1
+        if not self.calls & _MASK:
+            self.fold()
+
+    def fold(self) -> None:
+        """Count the ring's calls since the last fold into the histogram (the ring is full)."""
+        buckets, total = self.buckets, 0.0
+        for seconds in self.durations:
+            buckets[bisect_left(BUCKETS, seconds)] += 1
+            total += seconds
+        self.total_s += total
+        self.folded = self.calls
+
+    def histogram(self) -> tuple[list[int], float, int]:
+        """``(cumulative bucket counts incl. +Inf, sum in seconds, count)`` of every call."""
+        buckets, total = list(self.buckets), self.total_s
+        for i in range(self.folded, self.calls):
+            seconds = self.durations[i & _MASK]
+            buckets[bisect_left(BUCKETS, seconds)] += 1
+            total += seconds
+        cumulative, running_count = [], 0
+        for n in buckets:
+            running_count += n
+            cumulative.append(running_count)
+        return cumulative, total, self.calls
 
     def error(self, message: str, where: str | None) -> None:
         self.errors += 1

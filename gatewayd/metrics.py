@@ -1,0 +1,193 @@
+"""The Prometheus endpoint (``gateway.metrics.listen``): the gateway's figures for a scraper.
+
+Off unless ``gateway.metrics.listen`` is set (``PORT`` listens on 127.0.0.1, ``HOST:PORT`` where
+asked). The figures come from the official ``prometheus_client`` library: a custom collector
+reads the gateway's own counters at scrape time, so the dispatch path does nothing extra for
+metrics. ``GET /metrics`` is served by a small HTTP/1.0 responder on the event loop (one
+request per connection), which gives the collector a consistent view: nothing changes while it
+reads. Anything else gets 404; a request head over :data:`MAX_HEAD` bytes or slower than
+:data:`READ_TIMEOUT_S` is dropped.
+
+Families (all prefixed ``gatewayd_``): ``events_total{type}``, ``queue_depth``,
+``queue_capacity``, ``queue_latency_seconds{quantile}``, ``events_dispatched_total``,
+``hook_calls_total{hook}``, ``hook_errors_total{hook}``, ``hook_timeouts_total{hook}``,
+``hook_stalls_total{hook}``, ``hook_duration_seconds{hook}`` (a histogram),
+``reloads_total{result}``, ``loop_stalls_total``, ``hooks{status}`` (the last load), and
+``journal_*`` for every numeric figure of the trigger queue's journal when it has one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import anyio
+import structlog
+from anyio.abc import SocketStream, TaskStatus
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from gatewayd.hooks.stats import BUCKETS, HookStats
+
+log = structlog.get_logger("gatewayd.metrics")
+
+MAX_HEAD = 8192
+READ_TIMEOUT_S = 5.0
+
+
+class MetricsSource(Protocol):
+    """What the collector reads (``daemon.Gateway`` provides it)."""
+
+    def metrics_snapshot(self) -> dict[str, Any]:
+        """``{events: {key: n}, queue: {...}, hooks: {name: HookStats}, reloads: {result: n},
+        loop_stalls: n, statuses: {status: n}, journal: {...} | None}``."""
+        ...
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``PORT`` -> ``("127.0.0.1", PORT)``; ``HOST:PORT`` as given (``[::1]:9464`` too)."""
+    host, _, port = value.rpartition(":")
+    return (host.strip("[]") or "127.0.0.1"), int(port)
+
+
+class GatewayCollector(Collector):
+    """Reads a :class:`MetricsSource` at each scrape; see the module docstring."""
+
+    def __init__(self, source: MetricsSource) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self.source.metrics_snapshot()
+        by_type: dict[str, int] = {}
+        for key, n in snap["events"].items():
+            etype = key.partition(":")[0]
+            by_type[etype] = by_type.get(etype, 0) + n
+        events = CounterMetricFamily(
+            "gatewayd_events", "Events dispatched, by event type", labels=["type"]
+        )
+        for etype, n in sorted(by_type.items()):
+            events.add_metric([etype], n)
+        yield events
+        queue = snap["queue"]
+        yield GaugeMetricFamily("gatewayd_queue_depth", "Events queued", value=queue["depth"])
+        yield GaugeMetricFamily(
+            "gatewayd_queue_capacity", "Events the queue holds", value=queue["capacity"]
+        )
+        yield CounterMetricFamily(
+            "gatewayd_events_dispatched", "Events the workers dispatched", value=queue["dispatched"]
+        )
+        latency = GaugeMetricFamily(
+            "gatewayd_queue_latency_seconds",
+            "Post-to-dispatched latency over recent events",
+            labels=["quantile"],
+        )
+        ms = queue.get("latency_ms") or {}
+        latency.add_metric(["0.5"], float(ms.get("p50", 0.0)) / 1000)
+        latency.add_metric(["0.99"], float(ms.get("p99", 0.0)) / 1000)
+        yield latency
+        yield from self._hooks(snap["hooks"])
+        reloads = CounterMetricFamily("gatewayd_reloads", "Reloads, by result", labels=["result"])
+        for result, n in sorted(snap["reloads"].items()):
+            reloads.add_metric([result], n)
+        yield reloads
+        yield CounterMetricFamily(
+            "gatewayd_loop_stalls", "Times the event loop was blocked", value=snap["loop_stalls"]
+        )
+        statuses = GaugeMetricFamily(
+            "gatewayd_hooks", "Hooks of the last load, by status", labels=["status"]
+        )
+        for status, n in sorted(snap["statuses"].items()):
+            statuses.add_metric([status], n)
+        yield statuses
+        for key, value in sorted((snap.get("journal") or {}).items()):
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                yield GaugeMetricFamily(f"gatewayd_journal_{key}", f"Journal: {key}", value=value)
+
+    def _hooks(self, hooks: dict[str, HookStats]) -> Iterator[Metric]:
+        counters: list[tuple[str, str, Callable[[HookStats], int]]] = [
+            ("calls", "Handler calls", lambda s: s.calls),
+            ("errors", "Handler errors", lambda s: s.errors),
+            ("timeouts", "Handler timeouts", lambda s: s.timeouts),
+            ("stalls", "Times a hook blocked the event loop", lambda s: s.stalls),
+        ]
+        for name, doc, read in counters:
+            family = CounterMetricFamily(f"gatewayd_hook_{name}", doc, labels=["hook"])
+            for hook, stats in sorted(hooks.items()):
+                family.add_metric([hook], read(stats))
+            yield family
+        durations = HistogramMetricFamily(
+            "gatewayd_hook_duration_seconds", "Handler run time", labels=["hook"]
+        )
+        bounds = [str(b) for b in BUCKETS] + ["+Inf"]
+        for hook, stats in sorted(hooks.items()):
+            cumulative, total, _ = stats.histogram()
+            durations.add_metric([hook], list(zip(bounds, cumulative, strict=True)), total)
+        yield durations
+
+
+class MetricsServer:
+    """Serves ``GET /metrics`` for one gateway; run :meth:`serve` in the root task group."""
+
+    def __init__(self, source: MetricsSource, listen: str) -> None:
+        self.host, self.port = parse_listen(listen)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(GatewayCollector(source))
+        self.address = f"{self.host}:{self.port}"
+
+    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Listen, report started, answer scrapes until cancelled. A port in use is logged
+        (``metrics.listen_failed``) and the gateway runs on without metrics."""
+        try:
+            listener = await anyio.create_tcp_listener(
+                local_host=self.host, local_port=self.port, reuse_port=False
+            )
+        except OSError as exc:
+            log.error(
+                "metrics.listen_failed",
+                address=self.address,
+                error=str(exc),
+                fix="set gateway.metrics.listen to a free PORT or HOST:PORT",
+            )
+            task_status.started()
+            return
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        self.address = f"{self.host}:{port}"
+        log.info("metrics.listening", address=self.address, path="/metrics")
+        task_status.started()
+        async with listener:
+            await listener.serve(self._answer)
+
+    async def _answer(self, stream: SocketStream) -> None:
+        async with stream:
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.EndOfStream, OSError):
+                head = b""
+                with anyio.move_on_after(READ_TIMEOUT_S):
+                    while b"\r\n\r\n" not in head and b"\n\n" not in head:
+                        if len(head) > MAX_HEAD:
+                            return
+                        head += await stream.receive(4096)
+                request_line = head.split(b"\r\n", 1)[0].split(b"\n", 1)[0].decode("latin-1")
+                parts = request_line.split()
+                path = parts[1].split("?", 1)[0] if len(parts) >= 2 else ""
+                if len(parts) < 2 or parts[0] != "GET" or path != "/metrics":
+                    await stream.send(_response(404, "text/plain", b"not found: GET /metrics\n"))
+                    return
+                body = generate_latest(self.registry)
+                await stream.send(_response(200, CONTENT_TYPE_LATEST, body))
+
+
+def _response(code: int, content_type: str, body: bytes) -> bytes:
+    reason = {200: "OK", 404: "Not Found"}[code]
+    head = (
+        f"HTTP/1.0 {code} {reason}\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode("latin-1") + body

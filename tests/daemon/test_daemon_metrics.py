@@ -1,0 +1,104 @@
+"""The Prometheus endpoint of a real daemon, scraped and parsed with prometheus_client."""
+
+from __future__ import annotations
+
+import socket
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from daemon_support import StartDaemon, WriteHook
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+FLAKY = """
+import asyncio
+
+async def handler(event):
+    if event.context.get("fail"):
+        raise RuntimeError("asked to fail")
+    if event.context.get("slow"):
+        await asyncio.sleep(5)
+"""
+
+
+def _scrape(address: str) -> dict[str, list[Sample]]:
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=30) as reply:
+        assert reply.status == 200
+        assert reply.headers["Content-Type"].startswith("text/plain; version=")
+        text = reply.read().decode()
+    samples: dict[str, list[Sample]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append(sample)
+    return samples
+
+
+def _value(samples: dict[str, list[Sample]], name: str, **labels: str) -> float:
+    found = [
+        s.value
+        for s in samples.get(name, [])
+        if all(s.labels.get(k) == v for k, v in labels.items())
+    ]
+    assert len(found) == 1, (name, labels, samples.get(name))
+    return found[0]
+
+
+def test_scrape_parses_and_counts_events_hooks_and_reloads(
+    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+) -> None:
+    write_hook(short_state / "hooks", "flaky", events=["command:go"], handler=FLAKY)
+    write_hook(short_state / "hooks", "off", events=["command:go"])
+    config = {
+        "gateway": {"metrics": {"listen": "127.0.0.1:0"}},
+        "hooks": {"entries": {"off": {"enabled": False}, "flaky": {"timeoutMs": 200}}},
+    }
+    daemon = start_daemon(config)
+    address = daemon.wait_log("metrics.listening")["address"]
+    assert address.startswith("127.0.0.1:")
+    with daemon.control() as control:
+        for context in ({}, {}, {"fail": True}, {"slow": True}):
+            control.ok("trigger", event="command:go", sessionKey="s", context=context)
+        control.ok("trigger", event="session:start", sessionKey="s")
+        control.ok("reload")
+    samples = _scrape(address)
+    assert _value(samples, "gatewayd_events_total", type="command") == 4
+    assert _value(samples, "gatewayd_events_total", type="session") == 1
+    assert _value(samples, "gatewayd_hook_calls_total", hook="flaky") == 4
+    assert _value(samples, "gatewayd_hook_errors_total", hook="flaky") == 1
+    assert _value(samples, "gatewayd_hook_timeouts_total", hook="flaky") == 1
+    assert _value(samples, "gatewayd_hook_duration_seconds_count", hook="flaky") == 4
+    assert _value(samples, "gatewayd_hook_duration_seconds_bucket", hook="flaky", le="+Inf") == 4
+    # The timed-out call took at least its 200 ms timeout: the sub-0.1 s buckets miss it.
+    assert _value(samples, "gatewayd_hook_duration_seconds_bucket", hook="flaky", le="0.1") <= 3
+    assert _value(samples, "gatewayd_hook_duration_seconds_sum", hook="flaky") >= 0.2
+    assert _value(samples, "gatewayd_reloads_total", result="ok") == 1
+    assert _value(samples, "gatewayd_hooks", status="disabled") == 1
+    assert _value(samples, "gatewayd_queue_depth") == 0
+    assert _value(samples, "gatewayd_queue_capacity") == 1024
+    assert _value(samples, "gatewayd_events_dispatched_total") >= 5
+    assert _value(samples, "gatewayd_queue_latency_seconds", quantile="0.99") >= 0
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(f"http://{address}/nope", timeout=30)
+    assert missing.value.code == 404
+    missing.value.close()
+    assert daemon.stop() == 0
+
+
+def test_metrics_are_off_by_default_and_a_busy_port_is_not_fatal(
+    start_daemon: StartDaemon,
+) -> None:
+    daemon = start_daemon()
+    assert daemon.events("metrics.listening") == []
+    daemon.stop()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        daemon = start_daemon({"gateway": {"metrics": {"listen": str(port)}}})
+        failed = daemon.wait_log("metrics.listen_failed")
+        assert failed["address"] == f"127.0.0.1:{port}"
+        with daemon.control() as control:
+            assert control.ok("ping")["pong"] is True
+        assert daemon.stop() == 0
