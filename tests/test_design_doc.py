@@ -18,27 +18,19 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import time
 import types
 import typing
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from pydantic import BaseModel
 
 import gatewayd.hooks
 from gatewayd.cli.parser import build_parser, command_parsers, is_group
 from gatewayd.config import Settings
+from tests.support.daemon import Daemon
+from tests.support.fixtures import StartDaemon
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "gatewayd"
@@ -67,68 +59,30 @@ def first_cells(text: str) -> dict[str, str]:
 # -- section 3: control ops ------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def daemon_ops() -> Iterator[set[str]]:
+def daemon_ops(daemon: Daemon) -> set[str]:
     """The ops a real ``gatewayd run`` accepts, from its ``unknown_op`` error message."""
-    state = Path(tempfile.mkdtemp(prefix="gdd", dir="/tmp"))  # a socket path needs < 108 bytes
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("GATEWAYD_")}
-    env.update(
-        ELIZA_STATE_DIR=str(state), GATEWAYD_HOOKS__ENABLED="false", GATEWAYD_HOOKS__LOAD__WATCH="0"
-    )
-    env.pop("NOTIFY_SOCKET", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gatewayd", "run", "--log-format", "json"],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        yield _ask_unknown_op(state / "run" / "gatewayd.sock", proc)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(state, ignore_errors=True)
-
-
-def _ask_unknown_op(path: Path, proc: subprocess.Popen[bytes]) -> set[str]:
-    deadline = time.monotonic() + 60
-    while True:
-        assert proc.poll() is None, f"gatewayd run exited with {proc.returncode}"
-        with socket.socket(socket.AF_UNIX) as sock:
-            sock.settimeout(60)
-            try:
-                sock.connect(str(path))
-            except (FileNotFoundError, ConnectionRefusedError):
-                assert time.monotonic() < deadline, f"no daemon listening on {path} after 60 s"
-                time.sleep(0.05)
-                continue
-            with sock.makefile("rwb") as f:
-                f.write(b'{"id": 1, "op": "no-such-op"}\n')
-                f.flush()
-                reply = json.loads(f.readline())
-            break
+    with daemon.control() as control:
+        reply = control.request("no-such-op")
     assert reply["error"]["code"] == "unknown_op", reply
     known = reply["error"]["message"].rpartition("known: ")[2]
     return {op.strip() for op in known.split(",")}
 
 
-def test_every_control_op_is_documented(daemon_ops: set[str]) -> None:
+def test_every_control_op_is_documented(start_daemon: StartDaemon) -> None:
+    daemon = start_daemon({"hooks": {"enabled": False}})
+    ops = daemon_ops(daemon)
+    assert daemon.stop() == 0
     rows = first_cells(section("Wire protocol (the control socket)"))
     documented = {cell for cell, row in rows.items() if re.fullmatch(r"[a-z_]+", cell)}
     documented -= {"bad_json", "bad_request", "line_too_long", "unknown_op", "unknown_event"}
     documented -= {"reload_refused", "shutting_down", "forbidden", "internal"}
-    missing = sorted(daemon_ops - documented)
+    missing = sorted(ops - documented)
     assert not missing, (
         "docs/design.md section 3 (Wire protocol): add a row "
         "'| `OP` | request fields | reply fields |' to the op table for each of "
         f"{missing}, and any new error code to the error-code table"
     )
-    extra = sorted(documented - daemon_ops)
+    extra = sorted(documented - ops)
     assert not extra, (
         f"docs/design.md section 3 documents ops the daemon does not accept: {extra}; "
         "remove their rows (or list the code in this test if it is an error code)"

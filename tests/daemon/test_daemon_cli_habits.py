@@ -6,12 +6,14 @@ Real ``gatewayd`` subprocesses against a real ``gatewayd run``.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from daemon_support import StartDaemon, WriteHook
+from tests.support.cli import gatewayd
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import WriteHook
+from tests.support.state import clean_env
 
 ECHO = """
 async def handler(event):
@@ -19,12 +21,12 @@ async def handler(event):
 """
 
 
-def gatewayd(state: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def send_stdin(state: Path, text: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``gatewayd send - ARGS`` with ``text`` on its stdin."""
     return subprocess.run(
-        [sys.executable, "-m", "gatewayd", *args],
-        env={**os.environ, "ELIZA_STATE_DIR": str(state)},
-        input=stdin,
-        stdin=None if stdin is not None else subprocess.DEVNULL,
+        [sys.executable, "-m", "gatewayd", "send", "-", *args],
+        env=clean_env(state),
+        input=text,
         capture_output=True,
         text=True,
         timeout=120,
@@ -33,23 +35,23 @@ def gatewayd(state: Path, *args: str, stdin: str | None = None) -> subprocess.Co
 
 
 def test_send_dash_reads_the_message_from_stdin(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    write_hook(short_state / "hooks", "echo", events=["message:received"], handler=ECHO)
+    write_hook(state_dir / "hooks", "echo", events=["message:received"], handler=ECHO)
     daemon = start_daemon()
     # Several lines, a tab and non-ASCII arrive as typed; only the final line break goes.
     text = "first line\n\tsecond: ünïcode ✓\n"
-    sent = gatewayd(short_state, "send", "-", "--session", "s", "--json", stdin=text)
+    sent = send_stdin(state_dir, text, "--session", "s", "--json")
     assert sent.returncode == 0, sent.stderr
     assert json.loads(sent.stdout)["messages"] == ["got: first line\n\tsecond: ünïcode ✓"]
     # A plain "-" typed as the argument with empty stdin is an error, not an empty message.
-    empty = gatewayd(short_state, "send", "-", "--session", "s", stdin="")
+    empty = send_stdin(state_dir, "", "--session", "s")
     assert empty.returncode == 1
     assert "no text on stdin" in empty.stderr
     assert daemon.stop() == 0
 
 
-def test_every_client_command_prints_json(start_daemon: StartDaemon, short_state: Path) -> None:
+def test_every_client_command_prints_json(start_daemon: StartDaemon, state_dir: Path) -> None:
     daemon = start_daemon()
     cases = {
         ("status",): "pid",
@@ -60,7 +62,7 @@ def test_every_client_command_prints_json(start_daemon: StartDaemon, short_state
         ("bootstrap", "--session", "j"): "bootstrapFiles",
     }
     for args, key in cases.items():
-        done = gatewayd(short_state, *args, "--json")
+        done = gatewayd(state_dir, *args, "--json")
         assert done.returncode == 0, (args, done.stderr)
         assert key in json.loads(done.stdout), (args, done.stdout)
     assert daemon.stop() == 0
