@@ -9,19 +9,21 @@ from pathlib import Path
 
 import pytest
 import structlog
-from daemon_support import StartDaemon, WriteHook, wait_until
 
 from gatewayd.logging import LogFormat, configure_logging
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import WriteHook
+from tests.support.state import wait_until
 
 # Sets JOURNAL_STREAM to the device:inode of the daemon's own stderr, as systemd does.
 AS_SYSTEMD = ["sh", "-c", 'JOURNAL_STREAM=$(stat -L -c %d:%i /proc/self/fd/2) exec "$@"', "sh"]
 
 
 def test_daemon_lines_carry_their_priority_under_journald(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
     write_hook(
-        short_state / "hooks",
+        state_dir / "hooks",
         "boom",
         events=["command:boom"],
         handler="async def handler(event):\n    raise ValueError('boom')\n",

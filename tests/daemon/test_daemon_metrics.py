@@ -8,9 +8,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from daemon_support import StartDaemon, WriteHook
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
+
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import WriteHook
 
 FLAKY = """
 import asyncio
@@ -46,10 +48,10 @@ def _value(samples: dict[str, list[Sample]], name: str, **labels: str) -> float:
 
 
 def test_scrape_parses_and_counts_events_hooks_and_reloads(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    write_hook(short_state / "hooks", "flaky", events=["command:go"], handler=FLAKY)
-    write_hook(short_state / "hooks", "off", events=["command:go"])
+    write_hook(state_dir / "hooks", "flaky", events=["command:go"], handler=FLAKY)
+    write_hook(state_dir / "hooks", "off", events=["command:go"])
     config = {
         "gateway": {"metrics": {"listen": "127.0.0.1:0"}},
         "hooks": {"entries": {"off": {"enabled": False}, "flaky": {"timeoutMs": 200}}},

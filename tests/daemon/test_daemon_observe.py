@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from daemon_support import StartDaemon, WriteHook, wait_until
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import WriteHook
+from tests.support.state import wait_until
 
 TALKER = """
 import logging
@@ -45,10 +47,10 @@ def _hook(daemon_hooks: list[dict[str, Any]], name: str) -> dict[str, Any]:
 
 
 def test_hook_logging_and_prints_become_tagged_lines(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    write_hook(short_state / "hooks", "talker", events=["command:talk"], handler=TALKER)
-    write_hook(short_state / "hooks", "sync-talker", events=["command:talk"], handler=SYNC_TALKER)
+    write_hook(state_dir / "hooks", "talker", events=["command:talk"], handler=TALKER)
+    write_hook(state_dir / "hooks", "sync-talker", events=["command:talk"], handler=SYNC_TALKER)
     daemon = start_daemon()
     with daemon.control() as control:
         assert control.ok("trigger", event="command:talk", sessionKey="s")["messages"] == ["talked"]
@@ -77,9 +79,9 @@ def test_hook_logging_and_prints_become_tagged_lines(
 
 
 def test_daemon_view_counts_calls_errors_and_the_last_error(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    hook_dir = write_hook(short_state / "hooks", "flaky", events=["command:go"], handler=FLAKY)
+    hook_dir = write_hook(state_dir / "hooks", "flaky", events=["command:go"], handler=FLAKY)
     daemon = start_daemon()
     with daemon.control() as control:
         for i in range(5):
@@ -98,9 +100,9 @@ def test_daemon_view_counts_calls_errors_and_the_last_error(
 
 
 def test_a_blocking_hook_is_named_by_the_lag_monitor(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    write_hook(short_state / "hooks", "blocker", events=["command:block"], handler=BLOCKER)
+    write_hook(state_dir / "hooks", "blocker", events=["command:block"], handler=BLOCKER)
     daemon = start_daemon({"gateway": {"loopLagWarnMs": 200}})
     with daemon.control() as control:
         control.ok("trigger", event="command:block", sessionKey="s")
@@ -114,12 +116,12 @@ def test_a_blocking_hook_is_named_by_the_lag_monitor(
 
 
 def test_log_file_gets_json_lines_and_rotates(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    write_hook(short_state / "hooks", "flaky", events=["command:go"], handler=FLAKY)
+    write_hook(state_dir / "hooks", "flaky", events=["command:go"], handler=FLAKY)
     config = {"gateway": {"log": {"file": "logs/gatewayd.log", "maxBytes": 4096, "backups": 2}}}
     daemon = start_daemon(config)
-    log_file = short_state / "logs" / "gatewayd.log"
+    log_file = state_dir / "logs" / "gatewayd.log"
     with daemon.control() as control:
         for _ in range(20):  # each failure logs a traceback: several KiB in all
             control.ok("trigger", event="command:go", sessionKey="s", context={"fail": True})
