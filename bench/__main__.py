@@ -32,6 +32,7 @@ BENCHMARKS: dict[str, str] = {
     "startup": "5. Startup and footprint",
     "startuphook": "6. Startup hook timing",
     "watch": "Watcher latency",
+    "decisions": "Hooks that decide",
 }
 """Module name -> title, in report order."""
 

@@ -8,11 +8,14 @@ For every message :class:`CommandRouter` posts, in this order, into the trigger 
 3. otherwise: ``session:start`` -> ``agent:bootstrap`` if the session key has no session yet,
    then ``command:<name>`` when the text is a ``/name`` command (``/stop`` included).
 
-The messages handlers push for those events, in dispatch order, are the reply. The message and
-its reply are appended to the transcript of the session current after the message, and each
-reply line delivered fires ``message:sent``. A message's events are posted as one uninterrupted
-run per session (a per-session lock covers posting, not dispatch), so two messages racing on
-one session never interleave their events.
+A hook on ``message:received`` may block the message (nothing else is posted; the reply is empty
+and carries the reason) or rewrite its text before anything else sees it. The messages handlers
+push for those events, in dispatch order, are the reply. Each reply line then goes through
+``message:sending`` (rewrite or cancel), and each line fires ``message:sent`` (``success: false``
+with the reason when cancelled). The message and the lines delivered are appended to the
+transcript of the session current after the message. A message's events are posted as one
+uninterrupted run per session (a per-session lock covers posting, not dispatch), so two
+messages racing on one session never interleave their events.
 
 Command context: ``sessionEntry``, ``previousSessionEntry``, ``sessionId``, ``sessionFile``,
 ``commandSource``, ``senderId``, ``args``, ``workspaceDir``, ``cfg``. For ``/new`` and ``/reset``
@@ -33,10 +36,10 @@ import anyio
 import structlog
 
 from gatewayd.hooks.events import HookEvent, create_hook_event
-from gatewayd.hooks.registry import DispatchReport
+from gatewayd.hooks.registry import DispatchReport, dispatching
 from gatewayd.sessions import SessionEntry, SessionManager, message, read_bootstrap_files
 from gatewayd.timestamps import iso_now
-from gatewayd.triggers import QueueClosed, Ticket, TriggerQueue
+from gatewayd.triggers import Dispatcher, QueueClosed, Ticket, TriggerQueue
 
 log = structlog.get_logger("gatewayd.commands")
 
@@ -81,6 +84,8 @@ class Reply:
     traced: list[tuple[HookEvent, DispatchReport | None]] = field(default_factory=list)
     """For a traced message: each event it caused, in order, with its dispatch report
     (``None`` when it was not dispatched before the shutdown deadline)."""
+    blocked: str | None = None
+    """Why a ``message:received`` handler blocked the message (then nothing else ran)."""
 
 
 EventBase = Callable[[], dict[str, Any]]
@@ -94,10 +99,21 @@ def _entry_json(entry: SessionEntry | None) -> dict[str, Any] | None:
 class CommandRouter:
     """Turns inbound messages into events on the queue; see the module docstring."""
 
-    def __init__(self, queue: TriggerQueue, sessions: SessionManager, base: EventBase) -> None:
+    def __init__(
+        self,
+        queue: TriggerQueue,
+        dispatcher: Dispatcher,
+        sessions: SessionManager,
+        base: EventBase,
+        *,
+        record_blocked: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.queue = queue
+        self.dispatcher = dispatcher
         self.sessions = sessions
         self.base = base
+        self.record_blocked = record_blocked
+        """``hooks.recordBlocked``: whether a blocked message still goes to the transcript."""
         self._locks: dict[str, tuple[anyio.Lock, int]] = {}
 
     @asynccontextmanager
@@ -115,13 +131,41 @@ class CommandRouter:
                 self._locks[session_key] = (lock, users - 1)
 
     def _event(self, type_: str, action: str, session_key: str, **context: Any) -> HookEvent:
-        return create_hook_event(type_, action, session_key, {**context, **self.base()})
+        event = create_hook_event(type_, action, session_key, {**context, **self.base()})
+        parent = dispatching.get()  # set when a handler caused this (deliver / send)
+        if parent is not None:
+            event.chain = (*parent.chain, parent.key)
+        return event
 
     async def handle(self, msg: Inbound) -> Reply:
-        """Post every event ``msg`` causes, wait for them, deliver and record the reply."""
-        command = parse_command(msg.text)
+        """Post every event ``msg`` causes, wait for them, deliver and record the reply.
+
+        When a hook subscribes to ``message:received`` that event is waited for before the
+        others are posted: its handlers may block the message (nothing else happens; the reply
+        is empty and says why) or rewrite its text (what the command parser, the later events
+        and the transcript see).
+        """
+        submit = self._submitter(msg.trace)
         async with self._session_lock(msg.session_key):
-            tickets = await self._post_events(msg, command)
+            received = await submit(self._received_event(msg))
+            tickets: list[Ticket] = [received]
+            text = msg.text
+            if self.dispatcher.has_handlers("message:received"):
+                try:
+                    event = await received.wait()
+                except QueueClosed as exc:
+                    log.warning("message.undelivered", session_key=msg.session_key, reason=str(exc))
+                    return Reply([], None)
+                result = event.result or {}
+                if result.get("block"):
+                    received.release()
+                    reason = str(result.get("reason") or "blocked by a hook")
+                    await self._blocked(msg, reason)
+                    blocked = [(event, received.report)] if msg.trace else []
+                    return Reply([], None, blocked, blocked=reason)
+                text = str(event.context.get("content", text))
+            command = parse_command(text)
+            tickets += await self._post_events(msg, command)
             entry = self.sessions.get(msg.session_key)
         messages: list[str] = []
         traced: list[tuple[HookEvent, DispatchReport | None]] = []
@@ -136,27 +180,107 @@ class CommandRouter:
             if msg.trace:
                 traced.append((event, ticket.report))
             messages.extend(str(m) for m in event.messages)
-        if entry is not None:
-            user = message("user", msg.text, senderId=msg.sender_id, channel=msg.channel)
-            replies = [message("assistant", text) for text in messages]
-            await self.sessions.append(entry, [user, *replies])
-        for text in messages:
+        try:
+            if entry is not None:
+                user = message("user", text, senderId=msg.sender_id, channel=msg.channel)
+                await self.sessions.append(entry, [user])
+            delivered = await self.send_out(
+                msg.session_key, messages, to=msg.sender_id, channel=msg.channel, entry=entry
+            )
+        finally:
+            for ticket in tickets:
+                ticket.release()  # background hooks run once the reply is on its way
+        return Reply(delivered, command.name if command else None, traced)
+
+    async def _blocked(self, msg: Inbound, reason: str) -> None:
+        log.info("message.blocked", session_key=msg.session_key, reason=reason)
+        if self.record_blocked():
+            entry = self.sessions.get(msg.session_key)
+            if entry is not None:
+                record = message(
+                    "user", msg.text, senderId=msg.sender_id, channel=msg.channel, blocked=reason
+                )
+                await self.sessions.append(entry, [record])
+
+    async def send_out(
+        self,
+        session_key: str,
+        lines: list[str],
+        *,
+        to: str,
+        channel: str,
+        entry: SessionEntry | None,
+        deliver: Callable[[str], str | None] | None = None,
+    ) -> list[str]:
+        """The outbound path of reply lines: ``message:sending`` (which may rewrite or cancel
+        each), delivery, the transcript, ``message:sent``. Returns the lines delivered.
+
+        ``deliver(text)`` hands a line to its channel and returns an error or ``None``; without
+        it the lines are the caller's to return (the reply to a request). ``message:sending``
+        is dispatched directly, not through the session's lane: a hook that sends from inside
+        a handler of the same session must not wait behind itself.
+        """
+        delivered: list[str] = []
+        sent_events: list[HookEvent] = []
+        deciding = self.dispatcher.has_handlers("message:sending")
+        for text in lines:
+            content, reason, error = text, None, None
+            if deciding:
+                sending = self._event(
+                    "message",
+                    "sending",
+                    session_key,
+                    to=to,
+                    content=text,
+                    channelId=channel,
+                    sessionKey=session_key,
+                )
+                await self.dispatcher.dispatch_now(sending)
+                result = sending.result or {}
+                if result.get("cancel"):
+                    reason = str(result.get("reason") or "cancelled by a message:sending hook")
+                else:
+                    content = str(sending.context.get("content", text))
+            if reason is None and deliver is not None:
+                error = deliver(content)
+            if reason is None and error is None:
+                delivered.append(content)
             sent = self._event(
                 "message",
                 "sent",
-                msg.session_key,
-                to=msg.sender_id,
-                content=text,
-                channelId=msg.channel,
-                sessionKey=msg.session_key,
-                success=True,
+                session_key,
+                to=to,
+                content=content,
+                channelId=channel,
+                sessionKey=session_key,
+                success=reason is None and error is None,
                 timestamp=iso_now(),
             )
+            if reason is not None:
+                sent.context["reason"] = reason
+            if error is not None:
+                sent.context["error"] = error
+            sent_events.append(sent)
+        if entry is not None and delivered:
+            await self.sessions.append(entry, [message("assistant", text) for text in delivered])
+        for sent in sent_events:
             try:
                 await self.queue.post(sent)
             except QueueClosed:
                 break
-        return Reply(messages, command.name if command else None, traced)
+        return delivered
+
+    def _received_event(self, msg: Inbound) -> HookEvent:
+        return self._event(
+            "message",
+            "received",
+            msg.session_key,
+            **{"from": msg.sender_id},
+            content=msg.text,
+            channelId=msg.channel,
+            sessionKey=msg.session_key,
+            timestamp=iso_now(),
+        )
 
     def _submitter(self, trace: bool) -> Callable[[HookEvent], Awaitable[Ticket]]:
         if not trace:
@@ -169,22 +293,10 @@ class CommandRouter:
         return submit_traced
 
     async def _post_events(self, msg: Inbound, command: Command | None) -> list[Ticket]:
+        """Everything after ``message:received``, in order."""
         key = msg.session_key
         submit = self._submitter(msg.trace)
-        tickets = [
-            await submit(
-                self._event(
-                    "message",
-                    "received",
-                    key,
-                    **{"from": msg.sender_id},
-                    content=msg.text,
-                    channelId=msg.channel,
-                    sessionKey=key,
-                    timestamp=iso_now(),
-                )
-            )
-        ]
+        tickets: list[Ticket] = []
         if command is not None and command.name in RESET_COMMANDS:
             ending = await self.sessions.end(key)
             if ending is not None:
@@ -261,6 +373,9 @@ class CommandRouter:
     async def bootstrap(self, session_key: str) -> list[Any]:
         """Fire ``agent:bootstrap`` for ``session_key`` and return the files handlers left."""
         ticket = await self.queue.submit(await self.bootstrap_event(session_key))
-        event = await ticket.wait()
+        try:
+            event = await ticket.wait()
+        finally:
+            ticket.release()
         files = event.context.get("bootstrapFiles")
         return list(files) if isinstance(files, list) else []

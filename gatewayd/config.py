@@ -140,6 +140,8 @@ class HookEntry(BaseModel):
     enabled: Bool = True
     env: dict[str, str] = {}
     timeout_ms: int | None = Field(None, ge=1)
+    priority: int | None = None
+    """Overrides the hook's own ``priority`` (lower runs earlier; default 100)."""
 
     @field_validator("env", mode="before")
     @classmethod
@@ -154,9 +156,17 @@ class HookEntry(BaseModel):
 
     def setting(self, key: str) -> Any:
         """The hook's own setting ``key`` (e.g. ``apiKey``, ``messages``), or ``None``."""
-        if key in ("enabled", "env", "timeoutMs"):
+        if key in ("enabled", "env", "timeoutMs", "priority"):
             return self.model_dump(by_alias=True)[key]
         return (self.model_extra or {}).get(key)
+
+
+def _entry_settings(entry: HookEntry) -> dict[str, Any]:
+    """The entry as the hook sees it (``ctx.config``): ``priority`` only when set."""
+    data: dict[str, Any] = entry.model_dump(by_alias=True)
+    if data.get("priority") is None:
+        data.pop("priority", None)
+    return data
 
 
 class HooksLoadConfig(_Model):
@@ -181,6 +191,13 @@ class LegacyHandler(_Model):
 class HooksConfig(_Model):
     enabled: Bool = True
     timeout_ms: int = Field(30000, ge=1)
+    decision_timeout_ms: int = Field(5000, ge=1)
+    """Bound on a decision event's round trip (``trigger`` of ``agent:before_tool_call``, ...):
+    past it the caller gets the result so far and ``timedOut: true``."""
+    max_depth: int = Field(8, ge=1)
+    """How deep a chain of events that handlers cause (deliver/send/trigger) may go."""
+    record_blocked: Bool = False
+    """Write inbound messages a ``message:received`` handler blocked to the transcript."""
     entries: dict[str, HookEntry] = {}
     load: HooksLoadConfig = HooksLoadConfig()
     handlers: list[LegacyHandler] = []
@@ -286,7 +303,8 @@ class Config:
                         enabled=entry.enabled,
                         env=MappingProxyType(dict(entry.env)),
                         timeout_ms=entry.timeout_ms,
-                        settings=MappingProxyType(entry.model_dump(by_alias=True)),
+                        priority=entry.priority,
+                        settings=MappingProxyType(_entry_settings(entry)),
                     )
                     for key, entry in hooks.entries.items()
                 },

@@ -25,23 +25,26 @@ import signal
 import sys
 import threading
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from gatewayd import __version__
 from gatewayd.channels import Channel, ChannelError
 from gatewayd.channels.control import ControlChannel
-from gatewayd.commands import CommandRouter, Inbound, parse_command
+from gatewayd.commands import CommandRouter, Inbound, Reply, parse_command
 from gatewayd.config import Config, ConfigError, load_config
 from gatewayd.exits import EXIT_FAILED, EXIT_OK
 from gatewayd.hooks.capture import capture_hook_output
 from gatewayd.hooks.cfgview import public_cfg
 from gatewayd.hooks.events import create_hook_event
 from gatewayd.hooks.loader import HookLoader, HookRecord, LoadResult, hooks_listing
-from gatewayd.hooks.registry import HookRegistry, code_hooks
+from gatewayd.hooks.registry import HookRegistry, cause_chain, code_hooks
+from gatewayd.hooks.schema import spec_for
 from gatewayd.hooks.stats import bind_loop_thread
 from gatewayd.hooks.trace import trace_entry
 from gatewayd.hooks.watcher import (
@@ -54,11 +57,12 @@ from gatewayd.hooks.watcher import (
 )
 from gatewayd.logging import LogFile, LogFormat, configure_logging
 from gatewayd.looplag import LoopLagMonitor
+from gatewayd.outbox import Outbox
 from gatewayd.redact import redact
 from gatewayd.sessions import SessionManager, TranscriptLimits
 from gatewayd.systemd import Notifier, watchdog_interval, watchdog_loop
 from gatewayd.timestamps import iso_utc
-from gatewayd.triggers import Dispatcher, QueueClosed, TriggerQueue
+from gatewayd.triggers import Dispatcher, QueueClosed, Ticket, TriggerQueue
 
 log = structlog.get_logger("gatewayd")
 
@@ -126,6 +130,10 @@ class HookGateway:
             session_key, text, sender_id=sender_id, channel=channel, wait=wait
         )
 
+    async def send(self, session_key: str, text: str, *, channel: str = "hook") -> bool:
+        """See :meth:`Gateway.send`."""
+        return await self._gateway.send(session_key, text, channel=channel)
+
 
 class Gateway:
     """The running daemon; see the module docstring. Build with a loaded :class:`Config`."""
@@ -152,7 +160,15 @@ class Gateway:
         self.queue = TriggerQueue(gw.queue.capacity)
         self.dispatcher = Dispatcher(self.queue, self.registry, gw.queue.concurrency)
         self.sessions = SessionManager(config.paths.sessions, _transcript_limits(config))
-        self.router = CommandRouter(self.queue, self.sessions, self.event_base)
+        self.router = CommandRouter(
+            self.queue,
+            self.dispatcher,
+            self.sessions,
+            self.event_base,
+            record_blocked=lambda: self.config.settings.hooks.record_blocked,
+        )
+        self.outbox = Outbox()
+        """Messages hooks send later, to the clients subscribed to their session."""
         control = ControlChannel(
             self,
             config.paths.control_socket,
@@ -211,16 +227,35 @@ class Gateway:
         ``[]``; this is the form to use from inside a hook handler (waiting there on the same
         session would wait on itself). Raises ``QueueClosed`` once the gateway is stopping.
         """
+        reply = await self.message(
+            session_key, text, sender_id=sender_id, channel=channel, wait=wait
+        )
+        return reply.messages, reply.command
+
+    async def message(
+        self,
+        session_key: str,
+        text: str,
+        *,
+        sender_id: str = "gateway",
+        channel: str = "internal",
+        wait: bool = True,
+    ) -> Reply:
+        """:meth:`deliver` for channels: the whole :class:`Reply` (``blocked`` included).
+
+        Raises :class:`HookLoopError` when a handler's delivery would exceed
+        ``hooks.maxDepth`` or (``wait=True``) wait on the session its handler runs for.
+        """
         if self.queue.closed or self.state == "stopping":
             raise QueueClosed("the gateway is shutting down and takes no new messages")
+        cause_chain(self.config.settings.hooks.max_depth, session_key if wait else None)
         msg = Inbound(session_key, text, sender_id, channel)
         if not wait:
             assert self._tg is not None, "deliver(wait=False) needs a running gateway"
             self._tg.start_soon(self._deliver_in_background, msg)
             command = parse_command(text)
-            return [], command.name if command else None
-        reply = await self.router.handle(msg)
-        return reply.messages, reply.command
+            return Reply([], command.name if command else None)
+        return await self.router.handle(msg)
 
     async def deliver_traced(
         self, session_key: str, text: str, *, sender_id: str, channel: str
@@ -247,26 +282,87 @@ class Gateway:
         except Exception as exc:
             log.exception("message.failed", session_key=msg.session_key, error=str(exc))
 
+    async def send(self, session_key: str, text: str, *, channel: str = "hook") -> bool:
+        """Send ``text`` to ``session_key`` now, outside any request (what ``ctx.gateway.send``
+        does): through ``message:sending``, to the clients subscribed to the session (the
+        ``subscribe`` op), into its transcript, then ``message:sent``. True when delivered."""
+        if self.queue.closed:
+            raise QueueClosed("the gateway is shutting down and sends nothing more")
+        cause_chain(self.config.settings.hooks.max_depth, None)
+
+        def publish(content: str) -> str | None:
+            return self.outbox.publish(
+                session_key,
+                {"event": "message", "sessionKey": session_key, "content": content},
+            )
+
+        delivered = await self.router.send_out(
+            session_key,
+            [text],
+            to=session_key,
+            channel=channel,
+            entry=self.sessions.get(session_key),
+            deliver=publish,
+        )
+        return bool(delivered)
+
+    def subscribe(
+        self, session_key: str
+    ) -> AbstractContextManager[MemoryObjectReceiveStream[dict[str, Any]]]:
+        """The ``subscribe`` op: ``session_key``'s outbound messages until the block ends."""
+        return self.outbox.subscribe(session_key)
+
     async def trigger(
         self, key: str, session_key: str, context: dict[str, Any], *, wait: bool
-    ) -> list[str] | None:
-        """Post ``type:action`` for ``session_key``; its messages when ``wait``, else None."""
+    ) -> dict[str, Any] | None:
+        """Post ``type:action`` for ``session_key``. With ``wait``: ``{messages}``, plus the
+        handlers' merged ``result`` when there is one; a decision event (one with results,
+        e.g. ``agent:before_tool_call``) waits at most ``hooks.decisionTimeoutMs``, after
+        which the reply is the result so far with ``timedOut: true``. Else None once queued."""
+        chain = cause_chain(self.config.settings.hooks.max_depth, session_key if wait else None)
         etype, _, action = key.partition(":")
         # The gateway's own keys (cfg, workspaceDir) win over the client's: a trigger cannot
         # point a hook at another workspace.
         event = create_hook_event(etype, action, session_key, {**context, **self._base})
+        event.chain = chain
         if not wait:
             await self.queue.post(event)
             return None
         ticket = await self.queue.submit(event)
-        return [str(m) for m in (await ticket.wait()).messages]
+        try:
+            return await self._trigger_reply(key, session_key, ticket)
+        finally:
+            ticket.release()
+
+    async def _trigger_reply(self, key: str, session_key: str, ticket: Ticket) -> dict[str, Any]:
+        event = ticket.event
+        spec = spec_for(key)
+        if spec is None or not spec.results:
+            await ticket.wait()
+            reply: dict[str, Any] = {"messages": [str(m) for m in event.messages]}
+            if event.result:
+                reply["result"] = dict(event.result)
+            return reply
+        with anyio.move_on_after(self.config.settings.hooks.decision_timeout_ms / 1000) as scope:
+            await ticket.wait()
+        reply = {"messages": [str(m) for m in event.messages], "result": dict(event.result or {})}
+        if scope.cancelled_caught:
+            reply["timedOut"] = True
+            log.warning(
+                "decision.timed_out",
+                event_key=key,
+                session_key=session_key,
+                timeout_ms=self.config.settings.hooks.decision_timeout_ms,
+                fix="make the slow hook faster or raise hooks.decisionTimeoutMs",
+            )
+        return reply
 
     async def trigger_traced(
         self, key: str, session_key: str, context: dict[str, Any]
     ) -> tuple[list[str], list[dict[str, Any]]]:
         """:meth:`trigger` that waits and also returns the event's trace."""
         etype, _, action = key.partition(":")
-        event = create_hook_event(etype, action, session_key, {**self._base, **context})
+        event = create_hook_event(etype, action, session_key, {**context, **self._base})
         event.trace = True
         ticket = await self.queue.submit(event)
         await ticket.wait()

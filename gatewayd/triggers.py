@@ -21,7 +21,9 @@ sampled on the first event of each batch (the one that waited longest), over the
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
+from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
@@ -60,13 +62,15 @@ class QueueClosed(Exception):
 class Ticket:
     """A submitted event; ``await ticket.wait()`` returns it after dispatch (messages filled)."""
 
-    __slots__ = ("_done", "dropped", "event", "report")
+    __slots__ = ("_background", "_done", "_released", "dropped", "event", "report")
 
     def __init__(self, event: HookEvent) -> None:
         self.event = event
         self.report: DispatchReport | None = None
         self.dropped = False
         self._done = anyio.Event()
+        self._background: Callable[[], None] | None = None
+        self._released = False
 
     @property
     def done(self) -> bool:
@@ -78,6 +82,14 @@ class Ticket:
         if self.dropped:
             raise QueueClosed(f"{self.event.key} was not dispatched before the shutdown deadline")
         return self.event
+
+    def release(self) -> None:
+        """The poster has sent its reply: the event's background handlers may run now (at
+        once, or as soon as its dispatch ends). Call it once the reply is out."""
+        self._released = True
+        if self._background is not None:
+            post, self._background = self._background, None
+            post()
 
     def _finish(self, report: DispatchReport | None) -> None:
         self.report = report
@@ -319,7 +331,8 @@ class Dispatcher:
         queue = self.queue
         take = queue._take
         release = queue._release
-        dispatch = self.registry.dispatch
+        registry = self.registry
+        dispatch = registry.dispatch
         latency = self._latency
         mask = LATENCY_SAMPLES - 1
         checkpoint = anyio.lowlevel.checkpoint
@@ -351,6 +364,8 @@ class Dispatcher:
                         timeouts += report[2]
                     if ticket is not None:
                         ticket._finish(report)
+                    if registry.background and not event.background:
+                        self._post_background(event, ticket)
                     if done == 1:
                         elapsed = perf_counter() - batch[0][2]
                         latency[self._latency_n & mask] = elapsed
@@ -373,6 +388,28 @@ class Dispatcher:
             if now - last_yield > YIELD_EVERY_S:
                 await checkpoint()
                 last_yield = perf_counter()
+
+    def _post_background(self, event: HookEvent, ticket: Ticket | None) -> None:
+        """Queue ``event``'s background handlers, if it has any, in its session's lane: at
+        once for an event nobody waits on, else when its poster has sent the reply
+        (:meth:`Ticket.release`). The queue's bound is not applied: this is the rest of an
+        event already accepted."""
+        if not self.registry.background_plan(event.type, event.key):
+            return
+        later = dataclasses.replace(event, messages=[], result=None, background=True)
+
+        def post() -> None:
+            if not self.queue.closed:
+                self.queue._enqueue((later, None, perf_counter()))
+
+        if ticket is None or ticket._released:
+            post()
+        else:
+            ticket._background = post
+
+    def has_handlers(self, key: str) -> bool:
+        """True when an event ``type:action`` would run any handler on its reply path."""
+        return bool(self.registry.plan(key.partition(":")[0], key))
 
     async def dispatch_now(self, event: HookEvent) -> DispatchReport:
         """Dispatch ``event`` directly, bypassing the queue (``gateway:shutdown``); counted."""

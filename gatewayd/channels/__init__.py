@@ -12,9 +12,14 @@ Channels talk to the gateway only through :class:`ChannelHost`, never through it
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
 from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+if TYPE_CHECKING:
+    from gatewayd.commands import Reply
 
 
 class ChannelError(Exception):
@@ -30,10 +35,22 @@ class ChannelHost(Protocol):
         """An inbound message; returns (reply messages, command name or None)."""
         ...
 
+    async def message(
+        self, session_key: str, text: str, *, sender_id: str, channel: str, wait: bool = True
+    ) -> Reply:
+        """An inbound message; the whole reply (lines, command, why it was blocked)."""
+        ...
+
     async def trigger(
         self, key: str, session_key: str, context: dict[str, Any], *, wait: bool
-    ) -> list[str] | None:
-        """Post ``type:action``; the messages when ``wait``, else None once queued."""
+    ) -> dict[str, Any] | None:
+        """Post ``type:action``; ``{messages, result?, timedOut?}`` when ``wait``, else None."""
+        ...
+
+    def subscribe(
+        self, session_key: str
+    ) -> AbstractContextManager[MemoryObjectReceiveStream[dict[str, Any]]]:
+        """The session's outbound messages (``ctx.gateway.send``) until the block ends."""
         ...
 
     async def deliver_traced(

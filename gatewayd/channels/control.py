@@ -64,6 +64,10 @@ def peer_uid(sock: socket.socket) -> tuple[int, int]:
     return pid, uid
 
 
+_SUBSCRIBE = "_subscribe"
+"""Internal reply key: the connection turns into a stream of this session's messages."""
+
+
 class ControlChannel:
     """The Unix-socket JSON-lines channel; see the module docstring."""
 
@@ -83,6 +87,7 @@ class ControlChannel:
             "status": self._op_status,
             "message": self._op_message,
             "trigger": self._op_trigger,
+            "subscribe": self._op_subscribe,
             "reload": self._op_reload,
             "hooks": self._op_hooks,
             "bootstrap": self._op_bootstrap,
@@ -209,8 +214,34 @@ class ControlChannel:
                 break
             if self._closing:
                 break  # read after the stop: not accepted
-            pending.append(self._encode(await self._reply(line, flush)))
+            reply = await self._reply(line, flush)
+            session_key = reply.pop(_SUBSCRIBE, None)
+            pending.append(self._encode(reply))
+            if session_key is not None:
+                await flush()
+                await self._stream_session(stream, lines, session_key)
+                return
         await flush()
+
+    async def _stream_session(
+        self, stream: SocketStream, lines: LineReader, session_key: str
+    ) -> None:
+        """After ``subscribe``: write the session's outbound messages as they are sent, one JSON
+        line each, until the client closes its end (or the daemon stops)."""
+        with self.host.subscribe(session_key) as messages:
+            async with anyio.create_task_group() as tg:
+
+                async def until_eof() -> None:
+                    # Input after subscribe is read and ignored; the client closing its end
+                    # (or the daemon's stop, which shuts the read side) ends the stream.
+                    with contextlib.suppress(anyio.EndOfStream):
+                        while True:
+                            await lines.read()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(until_eof)
+                async for item in messages:
+                    await stream.send(self._encode(item))
 
     @staticmethod
     def _encode(reply: dict[str, Any]) -> bytes:
@@ -257,10 +288,12 @@ class ControlChannel:
                 key, text, sender_id=sender, channel=channel
             )
             return {"messages": messages, "command": command, "trace": trace}
-        messages, command = await self.host.deliver(
-            key, text, sender_id=sender, channel=channel, wait=True
-        )
-        return {"messages": messages, "command": command}
+        reply = await self.host.message(key, text, sender_id=sender, channel=channel, wait=True)
+        out: dict[str, Any] = {"messages": reply.messages, "command": reply.command}
+        if reply.blocked is not None:
+            out["blocked"] = True
+            out["reason"] = reply.blocked
+        return out
 
     async def _op_trigger(self, args: dict[str, Any]) -> dict[str, Any]:
         event, key, context, wait = args["event"], args["sessionKey"], args["context"], args["wait"]
@@ -271,8 +304,8 @@ class ControlChannel:
                 )
             traced, trace = await self.host.trigger_traced(event, key, context)
             return {"messages": traced, "trace": trace}
-        messages = await self.host.trigger(event, key, context, wait=wait)
-        return {"messages": messages} if wait else {"queued": True}
+        reply = await self.host.trigger(event, key, context, wait=wait)
+        return reply if reply is not None else {"queued": True}
 
     async def _op_reload(self, args: dict[str, Any]) -> dict[str, Any]:
         outcome = await self.host.reload("op")
@@ -284,6 +317,10 @@ class ControlChannel:
 
     async def _op_hooks(self, args: dict[str, Any]) -> dict[str, Any]:
         return self.host.hooks()
+
+    async def _op_subscribe(self, args: dict[str, Any]) -> dict[str, Any]:
+        key = args["sessionKey"]
+        return {"subscribed": key, _SUBSCRIBE: key}
 
     async def _op_bootstrap(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"bootstrapFiles": await self.host.bootstrap(args["sessionKey"])}

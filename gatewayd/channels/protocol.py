@@ -115,6 +115,8 @@ OPS: dict[str, Op] = {
     "hooks": Op(waits=False),
     "reload": Op(),
     "bootstrap": Op((SESSION_KEY,)),
+    # The connection then streams the session's outbound messages (control.py).
+    "subscribe": Op((SESSION_KEY,), waits=False),
     "message": Op(
         (
             SESSION_KEY,

@@ -22,8 +22,10 @@ from collections.abc import Iterable
 
 from gatewayd.cli.common import dump_json, load_config_or_exit
 from gatewayd.config import Config, ConfigError
-from gatewayd.exits import EXIT_CONFIG, UserError, did_you_mean, print_config_error
+from gatewayd.exits import EXIT_CONFIG, EXIT_USAGE, UserError, did_you_mean, print_config_error
+from gatewayd.hooks.events import EventKeyError, parse_event_key
 from gatewayd.hooks.loader import HookLoader, HookRecord, LoadResult, hooks_listing
+from gatewayd.hooks.registry import HookRegistry
 from gatewayd.logging import configure_logging
 
 FAILING_STATUSES = frozenset({"failed", "invalid"})
@@ -145,6 +147,61 @@ def cli_info(args: argparse.Namespace) -> int:
         print(f"  reason:    {reason}")
     for warning in record.warnings:
         print(f"  warning:   {warning}")
+    return 0
+
+
+def cli_order(args: argparse.Namespace) -> int:
+    """``gatewayd hooks order TYPE:ACTION [--json]``: the file hooks an event runs, in order
+    (priority, then specific -> type -> ``*``, then load order), and its background hooks."""
+    key: str = args.event
+    try:
+        etype, action = parse_event_key(key)
+    except EventKeyError as exc:
+        raise UserError(str(exc), EXIT_USAGE) from None
+    if action is None:
+        raise UserError(
+            f"name one event as type:action (e.g. {etype}:new), not {key!r}", EXIT_USAGE
+        )
+    result = _build(load_config_or_exit(args.config))
+    registry = HookRegistry()
+    registry.set_file_hooks(result.handlers)
+    rows = [(h, False) for h in registry.plan(etype, key)]
+    rows += [(h, True) for h in registry.background_plan(etype, key)]
+    if args.json:
+        dump_json(
+            {
+                "event": key,
+                "handlers": [
+                    {
+                        "hook": h.hook,
+                        "hookKey": h.hook_key,
+                        "priority": h.priority,
+                        "kind": h.kind.value,
+                        "source": h.source,
+                        "background": background,
+                    }
+                    for h, background in rows
+                ],
+            }
+        )
+        return 0
+    if not rows:
+        print(f"{key}: no hook runs (gatewayd hooks list shows what is loaded and why)")
+        return 0
+    table = [["#", "HOOK", "PRIORITY", "KIND", "SOURCE", ""]]
+    for i, (h, background) in enumerate(rows, 1):
+        table.append(
+            [
+                str(i),
+                h.hook,
+                str(h.priority),
+                h.kind.value,
+                h.source,
+                "background" if background else "",
+            ]
+        )
+    for line in _table(table):
+        print(line.rstrip())
     return 0
 
 

@@ -135,6 +135,9 @@ def _add_hooks(sub: Any) -> None:
     _json_flag(p)
     p = _command(hsub, "hooks check", "report hooks that are not ready")
     _json_flag(p)
+    p = _command(hsub, "hooks order", "the hooks an event runs, in order")
+    p.add_argument("event", metavar="TYPE:ACTION", help="the event, e.g. message:received")
+    _json_flag(p)
     for verb in ("enable", "disable"):
         p = _command(hsub, f"hooks {verb}", f"{verb} a hook in the config file")
         p.add_argument("name", metavar="NAME", help="hook name or hookKey")

@@ -50,6 +50,15 @@ class HookEvent(Generic[ContextT]):
     context: ContextT = field(default_factory=_empty_context)
     trace: bool = False
     """Record what every handler did (``HookRegistry.dispatch`` returns it): debugging only."""
+    result: dict[str, Any] | None = None
+    """What the handlers returned, merged (:mod:`gatewayd.hooks.results`); ``None``: nothing."""
+    halted: bool = False
+    """A handler blocked or cancelled: the rest of the chain did not run."""
+    chain: tuple[str, ...] = ()
+    """The events that caused this one through handlers (deliver / send / trigger), outermost
+    first; bounded by ``hooks.maxDepth``."""
+    background: bool = False
+    """This dispatch runs the event's background handlers (after its reply was sent)."""
 
     @property
     def key(self) -> str:

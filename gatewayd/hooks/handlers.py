@@ -19,6 +19,8 @@ import structlog
 from gatewayd.hooks.schema import GatewayHandle
 from gatewayd.hooks.stats import HookStats
 
+DEFAULT_PRIORITY = 100
+
 
 class HandlerKind(Enum):
     ASYNC = "async"  # awaited on the event loop
@@ -88,6 +90,10 @@ class Handler:
     env: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float | None = None
     """This handler's own timeout; ``None`` means the registry default (``hooks.timeoutMs``)."""
+    priority: int = DEFAULT_PRIORITY
+    """Lower runs earlier; ties keep the registration order (see the registry)."""
+    background: bool = False
+    """Runs after the event's reply was sent, in the session's order, not on the reply path."""
     source: str = "code"
     """``code`` for handlers registered in code, else the file hook's source root name."""
     cfg: Mapping[str, Any] | None = None
@@ -156,6 +162,8 @@ def make_handler(
     where: str | None = None,
     ctx: HookContext | None = None,
     timeout_s: float | None = None,
+    priority: int = DEFAULT_PRIORITY,
+    background: bool = False,
     source: str = "code",
 ) -> Handler:
     """Check ``fn`` and wrap it as a :class:`Handler`; raise :class:`HandlerSignatureError`."""
@@ -181,5 +189,7 @@ def make_handler(
         takes_ctx=takes_ctx,
         ctx=ctx,
         timeout_s=timeout_s,
+        priority=priority,
+        background=background,
         source=source,
     )

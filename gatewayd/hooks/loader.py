@@ -42,6 +42,7 @@ from gatewayd.hooks.discovery import Discovery, FoundHook, HookRoot, discover
 from gatewayd.hooks.eligibility import EligibilityChecker, empty_missing
 from gatewayd.hooks.events import EventKeyError, parse_event_key
 from gatewayd.hooks.handlers import (
+    DEFAULT_PRIORITY,
     Handler,
     HandlerKind,
     HandlerSignatureError,
@@ -279,10 +280,15 @@ class _Builder:
         source: str,
         allow_links: bool,
         kind: str,
+        own_priority: int | None = None,
+        background: bool = False,
     ) -> Handler:
         """Check paths, import, and validate the export; raise :class:`_Failure`."""
         ctx = self.context(name, hook_key, entry)
         timeout_s = self.timeout_s(entry, own_timeout_ms)
+        priority = next(
+            (p for p in (entry.priority, own_priority) if p is not None), DEFAULT_PRIORITY
+        )
         if command:
             try:
                 real = check_file(handler_file, directory, allow_links=allow_links)
@@ -296,6 +302,8 @@ class _Builder:
                 command=Path(real),
                 env=dict(entry.env),
                 timeout_s=timeout_s,
+                priority=priority,
+                background=background,
                 source=source,
                 cfg=hook_cfg(self.public_cfg, self.spec.effective_config, hook_key),
             )
@@ -318,6 +326,8 @@ class _Builder:
                 where=f"{handler_file}: export {attr!r}",
                 ctx=ctx,
                 timeout_s=timeout_s,
+                priority=priority,
+                background=background,
                 source=source,
             )
         except HandlerSignatureError as exc:
@@ -409,6 +419,8 @@ class _Builder:
                 command=hook.command,
                 export=manifest.export,
                 own_timeout_ms=manifest.timeout_ms,
+                own_priority=manifest.priority,
+                background=manifest.background,
                 source=hook.root.source,
                 allow_links=hook.root.source == "bundled",
                 kind="hook",

@@ -80,6 +80,8 @@ class ElizaMeta(_Strict):
     requires: Requires = Requires()
     install: list[dict[str, Any]] = []
     timeout_ms: int | None = Field(None, ge=1)
+    priority: int | None = None
+    background: bool = False
 
 
 class _Frontmatter(BaseModel):
@@ -112,6 +114,10 @@ class HookManifest(BaseModel):
     requires: Requires = Requires()
     install: tuple[dict[str, Any], ...] = ()
     timeout_ms: int | None = None
+    priority: int | None = None
+    """Lower runs earlier; ``None`` is the default (100)."""
+    background: bool = False
+    """Run after the reply is sent (fire-and-forget), in the session's order."""
     namespace: str | None = None
     """Which of ``metadata.eliza|openclaw|milady`` the metadata came from (None: absent)."""
     warnings: tuple[str, ...] = ()
@@ -135,6 +141,8 @@ _EXPECTED: Final = {
     "requires.env": "a list of strings",
     "requires.config": "a list of strings",
     "install": "a list of mappings",
+    "priority": "an integer (lower runs earlier; default 100)",
+    "background": "true or false",
 }
 
 
@@ -290,6 +298,8 @@ def parse_manifest(text: str, path: Path, *, source: str | None = None) -> HookM
         requires=meta.requires,
         install=tuple(meta.install),
         timeout_ms=meta.timeout_ms if meta.timeout_ms is not None else front.timeout_ms,
+        priority=meta.priority,
+        background=meta.background,
         namespace=namespace,
         warnings=tuple(f"{where}: {w}" for w in _unknown_keys(meta, prefix)),
     )

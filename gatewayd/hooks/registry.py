@@ -9,13 +9,19 @@ Two layers (docs/design.md, "Dispatch"):
 * file hooks, which each load replaces as a whole with :meth:`HookRegistry.set_file_hooks`.
 
 For an event ``type:action`` the plan is: handlers for ``type:action``, then ``type``, then ``*``;
-within a key, code handlers first, then file hooks in load order. Plans are immutable tuples
-cached per event key and rebuilt after any change, so a dispatch in progress keeps the list it
-started with and a reload is one assignment: never half-built, never empty in between.
+within a key, code handlers first, then file hooks in load order; then sorted (stably) by
+``priority``, lower first, so equal priorities keep that order. Background handlers form a plan
+of their own, run after the event's reply (see the dispatcher). A handler may return a result
+(:mod:`gatewayd.hooks.results`); one that blocks or cancels ends the chain.
+
+Plans are immutable tuples cached per event key and rebuilt after any change, so a dispatch in
+progress keeps the list it started with and a reload is one assignment: never half-built, never
+empty in between.
 """
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -26,7 +32,8 @@ import anyio
 from anyio import CapacityLimiter
 
 from gatewayd.hooks.events import HookEvent, parse_event_key
-from gatewayd.hooks.handlers import Handler, HandlerKind, make_handler
+from gatewayd.hooks.handlers import DEFAULT_PRIORITY, Handler, HandlerKind, make_handler
+from gatewayd.hooks.results import merge_result
 from gatewayd.hooks.runners import (
     Outcome,
     finish_async,
@@ -39,6 +46,39 @@ from gatewayd.hooks.trace import HandlerOutcome, failure, run_traced
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_HOOK_THREADS = 16
+
+dispatching: contextvars.ContextVar[HookEvent | None] = contextvars.ContextVar(
+    "gatewayd_dispatching", default=None
+)
+"""The event whose handlers the current task (or hook thread) runs: how the gateway knows an
+event a handler posts is caused by another (``hooks.maxDepth``, waiting on one's own session)."""
+
+
+class HookLoopError(RuntimeError):
+    """A handler caused an event it may not: past ``hooks.maxDepth``, or one it would wait on
+    from its own session's dispatcher (a deadlock)."""
+
+
+def cause_chain(max_depth: int, waits_on: str | None) -> tuple[str, ...]:
+    """The causal chain of an event posted now: empty outside a handler, else the handling
+    event's chain plus its key. Raises :class:`HookLoopError` when that chain reaches
+    ``max_depth`` or when ``waits_on`` (the session a caller will wait on) is the session of
+    the event being handled."""
+    parent = dispatching.get()
+    if parent is None:
+        return ()
+    chain = (*parent.chain, parent.key)
+    if len(chain) >= max_depth:
+        raise HookLoopError(
+            f"hooks.maxDepth ({max_depth}) reached: {' -> '.join(chain)} -> ...; a hook keeps "
+            "causing the events it handles (check its deliver/send/trigger calls)"
+        )
+    if waits_on is not None and waits_on == parent.session_key:
+        raise HookLoopError(
+            f"a handler of {parent.key} on session {waits_on!r} would wait on an event of the "
+            "same session, which cannot run until the handler returns: pass wait=False"
+        )
+    return chain
 
 
 class DispatchReport(NamedTuple):
@@ -61,7 +101,7 @@ class CodeHooks:
 
     def _changed(self) -> None:
         for registry in self._readers:
-            registry._plans = {}
+            registry._clear_plans()
 
     def register(
         self,
@@ -70,6 +110,7 @@ class CodeHooks:
         *,
         name: str | None = None,
         timeout_s: float | None = None,
+        priority: int = DEFAULT_PRIORITY,
     ) -> Handler:
         """Register ``fn`` for ``key`` (``type:action``, ``type`` or ``*``); survives reloads.
 
@@ -81,7 +122,7 @@ class CodeHooks:
             handler = fn
         else:
             hook = name or str(getattr(fn, "__qualname__", None) or repr(fn))
-            handler = make_handler(fn, hook=hook, timeout_s=timeout_s)
+            handler = make_handler(fn, hook=hook, timeout_s=timeout_s, priority=priority)
         self.by_key.setdefault(key, []).append(handler)
         self._changed()
         return handler
@@ -120,6 +161,9 @@ class HookRegistry:
         """Events dispatched, by ``type:action`` (the metrics endpoint sums them by type)."""
         self.hook_stats: dict[str, HookStats] = {}
         """File hooks' counters by hook name; they outlive reloads (:meth:`stats`)."""
+        self._background: dict[str, tuple[Handler, ...]] = {}
+        self.background = False
+        """True when any handler runs in the background (the dispatcher then looks for them)."""
         self._hook_threads = hook_threads
         self._limiter: CapacityLimiter | None = None
 
@@ -130,9 +174,10 @@ class HookRegistry:
         *,
         name: str | None = None,
         timeout_s: float | None = None,
+        priority: int = DEFAULT_PRIORITY,
     ) -> Handler:
         """Register ``fn`` for ``key`` in the code layer (:meth:`CodeHooks.register`)."""
-        return self.code.register(key, fn, name=name, timeout_s=timeout_s)
+        return self.code.register(key, fn, name=name, timeout_s=timeout_s, priority=priority)
 
     def unregister(self, key: str, fn: Callable[..., Any] | Handler) -> bool:
         """Remove a handler from this registry's code layer; False when it was not there."""
@@ -151,23 +196,25 @@ class HookRegistry:
             for key in dict.fromkeys(keys):  # a key listed twice still runs the handler once
                 by_key.setdefault(key, []).append(handler)
         files = {key: tuple(handlers) for key, handlers in by_key.items()}
-        # One pair of assignments with no await in between: a dispatch sees old or new.
-        self._files, self._plans = files, {}
+        # Assignments with no await in between: a dispatch sees old or new.
+        self._files = files
+        self._clear_plans()
+        self.background = any(h.background for hs in files.values() for h in hs) or any(
+            h.background for hs in self.code.by_key.values() for h in hs
+        )
+
+    def _clear_plans(self) -> None:
+        self._plans, self._background = {}, {}
 
     # -- dispatch -------------------------------------------------------------------------
 
     def plan(self, event_type: str, key: str) -> tuple[Handler, ...]:
-        """The ordered handlers for an event: specific, then type, then ``*``."""
+        """The ordered handlers for an event on its reply path: specific, then type, then
+        ``*`` (code before file hooks in each), then sorted by priority."""
         plan = self._plans.get(key)
         if plan is None:
-            code = self.code.by_key
-            plan = tuple(
-                itertools.chain.from_iterable(
-                    (*code.get(k, ()), *self._files.get(k, ()))
-                    for k in dict.fromkeys((key, event_type, "*"))
-                )
-            )
-            self._plans[key] = plan
+            self._build_plans(event_type, key)
+            plan = self._plans[key]
         return plan
 
     def stats(self) -> dict[str, HookStats]:
@@ -178,6 +225,24 @@ class HookRegistry:
             for handler in handlers:
                 found.setdefault(handler.hook, handler.stats)
         return found
+
+    def background_plan(self, event_type: str, key: str) -> tuple[Handler, ...]:
+        """The event's background handlers, in the same order."""
+        plan = self._background.get(key)
+        if plan is None:
+            self._build_plans(event_type, key)
+            plan = self._background[key]
+        return plan
+
+    def _build_plans(self, event_type: str, key: str) -> None:
+        code = self.code.by_key
+        chained = itertools.chain.from_iterable(
+            (*code.get(k, ()), *self._files.get(k, ()))
+            for k in dict.fromkeys((key, event_type, "*"))
+        )
+        ordered = sorted(chained, key=_priority)
+        self._plans[key] = tuple(h for h in ordered if not h.background)
+        self._background[key] = tuple(h for h in ordered if h.background)
 
     def thread_limiter(self) -> CapacityLimiter:
         """The capacity limiter of the worker threads sync handlers run in."""
@@ -193,24 +258,37 @@ class HookRegistry:
         timeout computed only for a handler that suspends or runs outside the loop.
         """
         key = f"{event.type}:{event.action}"
-        plan = self._plans.get(key) or self.plan(event.type, key)
+        if event.background:
+            plan = self.background_plan(event.type, key)
+        else:
+            plan = self._plans.get(key) or self.plan(event.type, key)
         counts = self.event_counts
         counts[key] = counts.get(key, 0) + 1
-        if event.trace:
-            traced = await run_traced(self, event, plan)
-            return DispatchReport(
-                len(plan),
-                sum(o.outcome == "error" for o in traced),
-                sum(o.outcome == "timeout" for o in traced),
-                tuple(traced),
-            )
-        errors = timeouts = 0
+        token = dispatching.set(event)
+        try:
+            if event.trace:
+                traced = await run_traced(self, event, plan)
+                return DispatchReport(
+                    len(traced),
+                    sum(o.outcome == "error" for o in traced),
+                    sum(o.outcome == "timeout" for o in traced),
+                    tuple(traced),
+                )
+            return await self._dispatch(event, plan)
+        finally:
+            dispatching.reset(token)
+
+    async def _dispatch(self, event: HookEvent, plan: tuple[Handler, ...]) -> DispatchReport:
+        errors = timeouts = ran = 0
         failed: list[HandlerOutcome] | None = None
         slot = running
         context = event.context
         # Each handler sees its own hook's settings in cfg, no other's (hooks/cfgview.py).
         base_cfg = context.get("cfg", _NO_CFG)
         for handler in plan:
+            if event.halted:  # a handler blocked or cancelled: lower priorities do not run
+                break
+            ran += 1
             if base_cfg is not _NO_CFG:
                 context["cfg"] = base_cfg if handler.cfg is None else handler.cfg
             t0 = perf_counter()
@@ -223,13 +301,15 @@ class HookRegistry:
                 try:
                     coro = call(event, handler.ctx) if handler.takes_ctx else call(event)  # type: ignore[misc]
                     yielded = coro.send(None)
-                except StopIteration:
+                except StopIteration as stop:
                     slot.hook = None
                     stats = handler.stats  # HookStats.record() inlined
                     stats.durations[stats.calls & _MASK] = perf_counter() - t0
                     stats.calls += 1
                     if not stats.calls & _MASK:
                         stats.fold()
+                    if stop.value is not None:
+                        merge_result(event, handler.hook, stop.value)
                     continue
                 except BaseException as exc:
                     slot.hook = None
@@ -271,8 +351,12 @@ class HookRegistry:
         if base_cfg is not _NO_CFG:
             context["cfg"] = base_cfg
         if failed is None:
-            return DispatchReport(len(plan), errors, timeouts)
-        return DispatchReport(len(plan), errors, timeouts, tuple(failed))
+            return DispatchReport(ran, errors, timeouts)
+        return DispatchReport(ran, errors, timeouts, tuple(failed))
+
+
+def _priority(handler: Handler) -> int:
+    return handler.priority
 
 
 _ASYNC, _SYNC = HandlerKind.ASYNC, HandlerKind.SYNC
@@ -287,7 +371,12 @@ runs them before its file hooks."""
 
 
 def register_hook(
-    key: str, fn: Callable[..., Any], *, name: str | None = None, timeout_s: float | None = None
+    key: str,
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    timeout_s: float | None = None,
+    priority: int = DEFAULT_PRIORITY,
 ) -> Handler:
     """Register ``fn`` for ``key`` (``type:action``, ``type`` or ``*``) in the process's code
     layer; it runs in every gateway of this process and survives every reload.
@@ -295,7 +384,7 @@ def register_hook(
     Raises ``EventKeyError`` for an unknown event type and ``HandlerSignatureError`` for a
     callable that cannot take ``(event)`` or ``(event, ctx)``.
     """
-    return code_hooks.register(key, fn, name=name, timeout_s=timeout_s)
+    return code_hooks.register(key, fn, name=name, timeout_s=timeout_s, priority=priority)
 
 
 def unregister_hook(key: str, fn: Callable[..., Any] | Handler) -> bool:

@@ -24,6 +24,7 @@ from anyio import CapacityLimiter
 
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.handlers import Handler
+from gatewayd.hooks.results import merge_result
 from gatewayd.hooks.stats import error_location, running, thread_hook
 
 log = structlog.get_logger("gatewayd.hooks")
@@ -81,7 +82,7 @@ async def finish_async(
     cancelled = anyio.get_cancelled_exc_class()
     try:
         with anyio.move_on_after(timeout_s) as scope:
-            await _resume(coro, yielded, handler.hook)
+            value = await _resume(coro, yielded, handler.hook)
     except cancelled:
         raise
     except BaseException as exc:  # SystemExit / KeyboardInterrupt from a handler included
@@ -89,11 +90,13 @@ async def finish_async(
     if scope.cancelled_caught:
         coro.close()
         return report_timeout(handler, event, timeout_s)
+    if value is not None:
+        merge_result(event, handler.hook, value)
     return Outcome.OK
 
 
 @types.coroutine
-def _resume(coro: Any, yielded: Any, hook: str) -> Generator[Any, Any, None]:
+def _resume(coro: Any, yielded: Any, hook: str) -> Generator[Any, Any, Any]:
     """Continue a handler's coroutine in the calling task (as ``eager.resume`` does), with
     ``running.hook`` naming it while each of its steps runs."""
     slot = running
@@ -104,16 +107,16 @@ def _resume(coro: Any, yielded: Any, hook: str) -> Generator[Any, Any, None]:
             slot.hook = hook
             try:
                 yielded = coro.throw(exc)
-            except StopIteration:
-                return
+            except StopIteration as stop:
+                return stop.value
             finally:
                 slot.hook = None
         else:
             slot.hook = hook
             try:
                 yielded = coro.send(sent)
-            except StopIteration:
-                return
+            except StopIteration as stop:
+                return stop.value
             finally:
                 slot.hook = None
 
@@ -133,7 +136,7 @@ async def run_sync(
     cancelled = anyio.get_cancelled_exc_class()
     try:
         with anyio.move_on_after(timeout_s) as scope:
-            await anyio.to_thread.run_sync(
+            value = await anyio.to_thread.run_sync(
                 _invoke_in_thread, handler, event, limiter=limiter, abandon_on_cancel=True
             )
     except cancelled:
@@ -142,20 +145,25 @@ async def run_sync(
         return report_failure(handler, event, exc)
     if scope.cancelled_caught:
         return report_timeout(handler, event, timeout_s)
+    if value is not None:
+        merge_result(event, handler.hook, value)
     return Outcome.OK
 
 
-def parse_command_output(stdout: str) -> list[str]:
-    """A command hook's reply: one JSON ``{"messages": [...]}`` object, or its non-empty lines."""
+def parse_command_output(stdout: str) -> tuple[list[str], Any]:
+    """A command hook's reply and result: one JSON object ``{"messages": [...], "result":
+    {...}}`` (either key optional), or else its non-empty lines and no result."""
     text = stdout.strip()
     if text.startswith("{"):
         try:
             data = json.loads(text)
         except ValueError:
             data = None
-        if isinstance(data, dict) and isinstance(data.get("messages"), list):
-            return [str(m) for m in data["messages"]]
-    return [line for line in stdout.splitlines() if line.strip()]
+        if isinstance(data, dict) and (
+            isinstance(data.get("messages"), list) or isinstance(data.get("result"), dict)
+        ):
+            return [str(m) for m in data.get("messages") or []], data.get("result")
+    return [line for line in stdout.splitlines() if line.strip()], None
 
 
 async def _read_capped(stream: Any, sink: bytearray) -> None:
@@ -232,5 +240,8 @@ async def run_command(handler: Handler, event: HookEvent, timeout_s: float) -> O
             stderr=stderr.decode(errors="replace")[-2000:],
         )
         return Outcome.ERROR
-    event.messages.extend(parse_command_output(stdout.decode(errors="replace")))
+    messages, result = parse_command_output(stdout.decode(errors="replace"))
+    event.messages.extend(messages)
+    if result is not None:
+        merge_result(event, handler.hook, result)
     return Outcome.OK

@@ -42,6 +42,11 @@ class GatewayHandle(Protocol):
         """
         ...
 
+    async def send(self, session_key: str, text: str, *, channel: str = "hook") -> bool:
+        """Send ``text`` to a session now (through ``message:sending`` and ``message:sent``) to
+        the clients subscribed to it; True when one took it."""
+        ...
+
 
 class SessionEntryJson(TypedDict):
     """A session as events carry it (``sessionEntry``, ``previousSessionEntry``)."""

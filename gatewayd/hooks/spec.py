@@ -23,6 +23,7 @@ class EntrySpec:
     enabled: bool = True
     env: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     timeout_ms: int | None = None
+    priority: int | None = None
     settings: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     """The entry with Eliza key names (``enabled``, ``env``, ``timeoutMs`` and the hook's own
     settings): what ``ctx.config`` shows the hook."""

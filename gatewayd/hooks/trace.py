@@ -25,6 +25,7 @@ import anyio
 
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.handlers import Handler, HandlerKind
+from gatewayd.hooks.results import merge_result
 from gatewayd.hooks.runners import (
     Outcome,
     finish_async,
@@ -105,7 +106,9 @@ async def _run_async(handler: Handler, event: HookEvent, timeout_s: float) -> Ou
     try:
         coro = call(event, handler.ctx) if handler.takes_ctx else call(event)
         yielded = coro.send(None)
-    except StopIteration:
+    except StopIteration as stop:
+        if stop.value is not None:
+            merge_result(event, handler.hook, stop.value)
         return Outcome.OK
     except BaseException as exc:
         if isinstance(exc, anyio.get_cancelled_exc_class()):
@@ -124,6 +127,8 @@ async def run_traced(
     outcomes: list[HandlerOutcome] = []
     base_cfg = event.context.get("cfg", _NO_CFG)
     for handler in plan:
+        if event.halted:  # a handler blocked or cancelled: the rest do not run
+            break
         if base_cfg is not _NO_CFG:  # each hook's own cfg view, as in dispatch (cfgview.py)
             event.context["cfg"] = base_cfg if handler.cfg is None else handler.cfg
         timeout_s = handler.timeout_s or registry.default_timeout_s

@@ -20,7 +20,16 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BENCHMARKS = ["dispatch", "endtoend", "livereload", "reload", "startup", "startuphook", "watch"]
+BENCHMARKS = [
+    "dispatch",
+    "endtoend",
+    "livereload",
+    "reload",
+    "startup",
+    "startuphook",
+    "watch",
+    "decisions",
+]
 """The modules ``python -m bench`` runs (``bench.__main__.BENCHMARKS``): one per benchmark of
 issue 7, plus the watcher."""
 

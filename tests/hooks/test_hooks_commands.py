@@ -70,10 +70,11 @@ def test_one_json_object_with_messages(tmp_path: Path) -> None:
 
 
 def test_output_parsing_rules() -> None:
-    assert parse_command_output('{"messages": ["a", 2]}') == ["a", "2"]
-    assert parse_command_output('{"other": 1}') == ['{"other": 1}']
-    assert parse_command_output("{not json\nline\n\n") == ["{not json", "line"]
-    assert parse_command_output("") == []
+    assert parse_command_output('{"messages": ["a", 2]}') == (["a", "2"], None)
+    assert parse_command_output('{"other": 1}') == (['{"other": 1}'], None)
+    assert parse_command_output("{not json\nline\n\n") == (["{not json", "line"], None)
+    assert parse_command_output("") == ([], None)
+    assert parse_command_output('{"result": {"block": true}}') == ([], {"block": True})
 
 
 def test_a_command_that_ignores_stdin_is_fine(tmp_path: Path) -> None:

@@ -1,0 +1,378 @@
+"""Hooks that decide, against a real ``gatewayd run``: priority, block and rewrite of inbound
+and outbound messages, the agent runtime's decision events, send-later to a subscribed client,
+the re-entrancy bound and background hooks."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from daemon_support import Daemon, StartDaemon, WriteHook, wait_until
+
+
+def transcript(state: Path) -> list[dict[str, Any]]:
+    files = sorted((state / "sessions").glob("*.jsonl"))
+    return [json.loads(line) for f in files for line in f.read_text().splitlines() if line]
+
+
+def test_priority_orders_python_command_and_config_overrides(
+    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+) -> None:
+    hooks = short_state / "hooks"
+    # Load order alone would be a-late, b-cmd, c-first; priorities say otherwise.
+    write_hook(hooks, "a-late", events=["command:go"], meta={"priority": 300})
+    write_hook(
+        hooks,
+        "b-cmd",
+        events=["command:go"],
+        handler="#!/bin/sh\necho b-cmd\n",
+        handler_file="handler",
+        meta={"priority": 50},
+    )
+    write_hook(hooks, "c-first", events=["command:go"], meta={"priority": 10})
+    write_hook(hooks, "d-default", events=["command"])  # type-level, default 100
+    daemon = start_daemon({"hooks": {"entries": {"a-late": {"priority": 1}}}})
+    with daemon.control() as ctl:
+        reply = ctl.ok("message", sessionKey="s1", text="/go")
+    # hooks.entries.a-late.priority (1) beats its HOOK.md (300).
+    assert reply["messages"] == ["a-late", "c-first", "b-cmd", "d-default"]
+
+    order = subprocess.run(
+        [sys.executable, "-m", "gatewayd", "hooks", "order", "command:go", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"ELIZA_STATE_DIR": str(short_state), "PATH": "/usr/bin:/bin"},
+    )
+    assert order.returncode == 0, order.stderr
+    listed = [h for h in json.loads(order.stdout)["handlers"] if h["source"] == "managed"]
+    assert [(h["hook"], h["priority"], h["kind"]) for h in listed] == [
+        ("a-late", 1, "async"),
+        ("c-first", 10, "async"),
+        ("b-cmd", 50, "command"),
+        ("d-default", 100, "async"),
+    ]
+
+
+BLOCKER = """
+async def handler(event):
+    text = event.context["content"]
+    if "secret" in text:
+        return {"block": True, "reason": "contains a secret"}
+    if text.startswith("/shout"):
+        return {"content": text.upper().replace("/SHOUT", "/echo")}
+"""
+
+ECHO = """
+async def handler(event):
+    event.messages.append("echo " + event.context["args"])
+"""
+
+LATER = """
+async def handler(event):
+    event.messages.append("later saw " + event.context["content"])
+"""
+
+
+def test_inbound_block_and_rewrite(
+    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+) -> None:
+    hooks = short_state / "hooks"
+    write_hook(hooks, "guard", events=["message:received"], handler=BLOCKER, meta={"priority": 1})
+    write_hook(hooks, "later", events=["message:received"], handler=LATER)
+    write_hook(hooks, "echo", events=["command:echo"], handler=ECHO)
+    daemon = start_daemon()
+    with daemon.control() as ctl:
+        blocked = ctl.ok("message", sessionKey="s1", text="my secret is 42")
+        assert blocked["messages"] == []
+        assert blocked["blocked"] is True and blocked["reason"] == "contains a secret"
+        rewritten = ctl.ok("message", sessionKey="s1", text="/shout hi")
+    # The rewrite reached the later hook, the command parser and the transcript.
+    assert rewritten["command"] == "echo"
+    assert rewritten["messages"] == ["later saw /echo HI", "echo HI"]
+    wait_until(lambda: len(transcript(short_state)) >= 3, what="the transcript")
+    users = [r["content"] for r in transcript(short_state) if r.get("role") == "user"]
+    assert users == ["/echo HI"]  # the blocked message is not recorded (hooks.recordBlocked)
+    assert daemon.wait_log("message.blocked")["reason"] == "contains a secret"
+
+
+SENDING = """
+async def handler(event):
+    content = event.context["content"]
+    if "password" in content:
+        return {"cancel": True, "reason": "would leak"}
+    return {"content": content.replace("darn", "d**n")}
+"""
+
+SENT_RECORDER = """
+import json, os
+def handler(event):
+    c = event.context
+    with open(os.path.join(os.environ["ELIZA_STATE_DIR"], "sent.jsonl"), "a") as f:
+        f.write(json.dumps({k: c.get(k) for k in ("content", "success", "reason")}) + "\\n")
+"""
+
+TALKER = """
+async def handler(event):
+    event.messages.extend(["oh darn", "the password is hunter2", "bye"])
+"""
+
+
+def test_outbound_rewrite_and_cancel_and_what_message_sent_reports(
+    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+) -> None:
+    hooks = short_state / "hooks"
+    write_hook(hooks, "filter", events=["message:sending"], handler=SENDING)
+    write_hook(hooks, "sent", events=["message:sent"], handler=SENT_RECORDER)
+    write_hook(hooks, "talker", events=["command:talk"], handler=TALKER)
+    daemon = start_daemon()
+    with daemon.control() as ctl:
+        reply = ctl.ok("message", sessionKey="s1", text="/talk")
+    assert reply["messages"] == ["oh d**n", "bye"]
+    path = short_state / "sent.jsonl"
+    wait_until(lambda: path.exists() and len(path.read_text().splitlines()) == 3, what="sent")
+    sent = [json.loads(line) for line in path.read_text().splitlines()]
+    assert sent == [
+        {"content": "oh d**n", "success": True, "reason": None},
+        {"content": "the password is hunter2", "success": False, "reason": "would leak"},
+        {"content": "bye", "success": True, "reason": None},
+    ]
+    assistant = [r["content"] for r in transcript(short_state) if r.get("role") == "assistant"]
+    assert assistant == ["oh d**n", "bye"]
+
+
+TOOL_GUARD = """
+async def handler(event):
+    if event.context["toolName"] == "rm":
+        return {"block": True, "blockReason": "rm is not allowed"}
+"""
+
+TOOL_PARAMS = """
+def handler(event):
+    params = dict(event.context["params"])
+    params["safe"] = True
+    return {"params": params}
+"""
+
+TOOL_AFTER = """
+async def handler(event):
+    # Sees the rewrite of the hook before it.
+    return {"params": {**event.context["params"], "seen_safe": event.context["params"]["safe"]}}
+"""
+
+TOOL_NEVER = """
+async def handler(event):
+    return {"params": {"ran": "after a block"}}
+"""
+
+PREPEND = """
+async def handler(event):
+    return {{"prependContext": {text!r}}}
+"""
+
+SLOW = """
+import asyncio
+async def handler(event):
+    await asyncio.sleep(30)
+"""
+
+
+def test_decision_events_merge_results_in_priority_order(
+    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+) -> None:
+    hooks = short_state / "hooks"
+    write_hook(
+        hooks, "guard", events=["agent:before_tool_call"], handler=TOOL_GUARD, meta={"priority": 1}
+    )
+    write_hook(hooks, "params", events=["agent:before_tool_call"], handler=TOOL_PARAMS)
+    write_hook(
+        hooks,
+        "after",
+        events=["agent:before_tool_call"],
+        handler=TOOL_AFTER,
+        meta={"priority": 200},
+    )
+    write_hook(
+        hooks,
+        "never",
+        events=["agent:before_tool_call"],
+        handler=TOOL_NEVER,
+        meta={"priority": 999},
+    )
+    for name, text, prio in (("mem", "memory says hi", 20), ("rules", "be brief", 10)):
+        write_hook(
+            hooks,
+            name,
+            events=["agent:before_start"],
+            handler=PREPEND.format(text=text),
+            meta={"priority": prio},
+        )
+    daemon = start_daemon()
+    with daemon.control() as ctl:
+        allowed = ctl.ok(
+            "trigger",
+            event="agent:before_tool_call",
+            sessionKey="agent:main:main",
+            context={"toolName": "ls", "params": {"path": "/"}},
+        )
+        blocked = ctl.ok(
+            "trigger",
+            event="agent:before_tool_call",
+            sessionKey="agent:main:main",
+            context={"toolName": "rm", "params": {"path": "/"}},
+        )
+        start = ctl.ok(
+            "trigger",
+            event="agent:before_start",
+            sessionKey="agent:main:main",
+            context={"prompt": "hello"},
+        )
+    # `never` (priority 999) ran last in the allowed call and its rewrite won (last wins).
+    assert allowed["result"] == {"params": {"ran": "after a block"}}
+    assert "timedOut" not in allowed
+    # The first block wins and ends the chain: no params hook ran after it.
+    assert blocked["result"] == {"block": True, "reason": "rm is not allowed"}
+    # prependContext is joined in priority order.
+    assert start["result"] == {"prependContext": "be brief\n\nmemory says hi"}
+    assert daemon.wait_log("hook.block")["hook"] == "guard"
+
+
+def test_decision_event_deadline_returns_the_result_so_far(
+    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+) -> None:
+    hooks = short_state / "hooks"
+    write_hook(hooks, "params", events=["agent:before_tool_call"], handler=TOOL_PARAMS)
+    write_hook(
+        hooks, "slow", events=["agent:before_tool_call"], handler=SLOW, meta={"priority": 500}
+    )
+    daemon = start_daemon({"hooks": {"decisionTimeoutMs": 300}})
+    began = time.monotonic()
+    with daemon.control() as ctl:
+        reply = ctl.ok(
+            "trigger",
+            event="agent:before_tool_call",
+            sessionKey="agent:main:main",
+            context={"toolName": "ls", "params": {}},
+        )
+        assert time.monotonic() - began < 25  # never waits the slow hook out (30 s)
+        assert reply["timedOut"] is True
+        assert reply["result"] == {"params": {"safe": True}}
+        # The daemon still answers.
+        assert ctl.ok("ping")["pong"] is True
+
+
+SENDER = """
+async def handler(event, ctx):
+    for i in range(5):
+        ok = await ctx.gateway.send("agent:main:chat", f"update {i}")
+        event.messages.append(f"{i}:{ok}")
+"""
+
+
+def read_stream(sock: socket.socket, n: int, timeout: float = 30) -> list[dict[str, Any]]:
+    sock.settimeout(timeout)
+    data = b""
+    while data.count(b"\n") < n:
+        chunk = sock.recv(65536)
+        assert chunk, f"stream closed after {data!r}"
+        data += chunk
+    return [json.loads(line) for line in data.splitlines()[:n]]
+
+
+def test_send_later_reaches_a_subscribed_client_in_order(
+    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+) -> None:
+    hooks = short_state / "hooks"
+    write_hook(hooks, "sender", events=["command:notify"], handler=SENDER)
+    write_hook(hooks, "filter", events=["message:sending"], handler=SENDING)
+    daemon = start_daemon()
+    # Nobody subscribed yet: send() says it was not delivered.
+    with daemon.control() as ctl:
+        assert ctl.ok("message", sessionKey="s2", text="/notify")["messages"] == [
+            f"{i}:False" for i in range(5)
+        ]
+    with socket.socket(socket.AF_UNIX) as sub:
+        sub.connect(str(short_state / "run" / "gatewayd.sock"))
+        sub.sendall(b'{"id": 1, "op": "subscribe", "sessionKey": "agent:main:chat"}\n')
+        (ack,) = read_stream(sub, 1)
+        assert ack == {"id": 1, "ok": True, "subscribed": "agent:main:chat"}
+        with daemon.control() as ctl:
+            reply = ctl.ok("message", sessionKey="s2", text="/notify")
+        assert reply["messages"] == [f"{i}:True" for i in range(5)]
+        got = read_stream(sub, 5)
+    assert [m["content"] for m in got] == [f"update {i}" for i in range(5)]
+    assert {m["sessionKey"] for m in got} == {"agent:main:chat"}
+    with daemon.control() as ctl:  # the subscriber left: the daemon carries on
+        assert ctl.ok("ping")["pong"] is True
+
+
+AGAIN = """
+import os
+async def handler(event, ctx):
+    with open(os.path.join(os.environ["ELIZA_STATE_DIR"], "again.log"), "a") as f:
+        f.write(event.session_key + "\\n")
+    await ctx.gateway.deliver(event.session_key + "x", "/again more", wait=False)
+"""
+
+SELF_WAIT = """
+async def handler(event, ctx):
+    await ctx.gateway.deliver(event.session_key, "hello", wait=True)
+"""
+
+
+def test_reentrancy_is_bounded_and_self_wait_is_an_error(
+    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+) -> None:
+    hooks = short_state / "hooks"
+    write_hook(hooks, "again", events=["command:again"], handler=AGAIN)
+    write_hook(hooks, "selfwait", events=["command:selfwait"], handler=SELF_WAIT)
+    daemon = start_daemon({"hooks": {"maxDepth": 4}})
+    with daemon.control() as ctl:
+        ctl.ok("message", sessionKey="r", text="/again go")
+        line = daemon.wait_log("hook.error", timeout=30)
+        assert "hooks.maxDepth (4) reached" in line["error"]
+        assert "command:again -> command:again" in line["error"]
+        # A handler waiting on its own session: an error naming the fix, not a deadlock.
+        began = time.monotonic()
+        assert ctl.ok("message", sessionKey="w", text="/selfwait")["messages"] == []
+        assert time.monotonic() - began < 20
+    errors = [e for e in daemon.events("hook.error") if e.get("hook") == "selfwait"]
+    assert errors and "pass wait=False" in errors[0]["error"]
+    sessions = (short_state / "again.log").read_text().split()
+    assert len(sessions) == 4  # the chain stopped at the configured depth
+    with daemon.control() as ctl:
+        assert ctl.ok("ping")["pong"] is True
+
+
+BACKGROUND = """
+import asyncio, os, time
+async def handler(event):
+    await asyncio.sleep(1.5)
+    with open(os.path.join(os.environ["ELIZA_STATE_DIR"], "bg.log"), "a") as f:
+        f.write(f"{event.key} {time.time()}\\n")
+"""
+
+
+def test_a_background_hook_does_not_delay_the_reply(
+    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+) -> None:
+    hooks = short_state / "hooks"
+    write_hook(
+        hooks, "heavy", events=["command:new"], handler=BACKGROUND, meta={"background": True}
+    )
+    daemon: Daemon = start_daemon()
+    with daemon.control() as ctl:
+        reply = ctl.ok("message", sessionKey="bg", text="/new")
+        replied = time.time()
+        assert reply["command"] == "new"
+    log = short_state / "bg.log"
+    wait_until(log.exists, what="the background hook")
+    key, finished = log.read_text().split()
+    assert key == "command:new"
+    # It finished after the reply was sent: the reply did not wait for its 1.5 s sleep.
+    assert float(finished) >= replied
