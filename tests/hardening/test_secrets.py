@@ -49,6 +49,7 @@ def test_config_show_redacts_secrets_and_env(state_dir: Path) -> None:
         "enabled": True,
         "env": {},
         "timeoutMs": None,
+        "priority": None,
         "token": "<redacted>",
         "colour": "blue",
     }
