@@ -166,6 +166,7 @@ ARGS = {
     "bootstrap": ["bootstrap", "--session", "s"],
     "hooks list": ["hooks", "list"],
     "hooks info": ["hooks", "info", "x"],
+    "hooks order": ["hooks", "order", "command:new"],
     "hooks check": ["hooks", "check"],
     "hooks enable": ["hooks", "enable", "x"],
     "hooks disable": ["hooks", "disable", "x"],
