@@ -243,7 +243,7 @@ done
 
 CASES = {
     "gatewayd sta": "status",
-    "gatewayd hooks ": "list info check enable disable new install uninstall",
+    "gatewayd hooks ": "list info check order enable disable new install uninstall",
     "gatewayd --config x.yaml hooks in": "info install",
     "gatewayd run --log-level ": "debug info warning error",
     "gatewayd status --j": "--json",

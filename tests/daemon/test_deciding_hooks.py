@@ -12,7 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from daemon_support import Daemon, StartDaemon, WriteHook, wait_until
+from tests.support.daemon import Daemon
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import WriteHook
+from tests.support.state import wait_until
 
 
 def transcript(state: Path) -> list[dict[str, Any]]:
@@ -21,9 +24,9 @@ def transcript(state: Path) -> list[dict[str, Any]]:
 
 
 def test_priority_orders_python_command_and_config_overrides(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    hooks = short_state / "hooks"
+    hooks = state_dir / "hooks"
     # Load order alone would be a-late, b-cmd, c-first; priorities say otherwise.
     write_hook(hooks, "a-late", events=["command:go"], meta={"priority": 300})
     write_hook(
@@ -47,7 +50,7 @@ def test_priority_orders_python_command_and_config_overrides(
         capture_output=True,
         text=True,
         timeout=60,
-        env={"ELIZA_STATE_DIR": str(short_state), "PATH": "/usr/bin:/bin"},
+        env={"ELIZA_STATE_DIR": str(state_dir), "PATH": "/usr/bin:/bin"},
     )
     assert order.returncode == 0, order.stderr
     listed = [h for h in json.loads(order.stdout)["handlers"] if h["source"] == "managed"]
@@ -80,9 +83,9 @@ async def handler(event):
 
 
 def test_inbound_block_and_rewrite(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    hooks = short_state / "hooks"
+    hooks = state_dir / "hooks"
     write_hook(hooks, "guard", events=["message:received"], handler=BLOCKER, meta={"priority": 1})
     write_hook(hooks, "later", events=["message:received"], handler=LATER)
     write_hook(hooks, "echo", events=["command:echo"], handler=ECHO)
@@ -95,8 +98,8 @@ def test_inbound_block_and_rewrite(
     # The rewrite reached the later hook, the command parser and the transcript.
     assert rewritten["command"] == "echo"
     assert rewritten["messages"] == ["later saw /echo HI", "echo HI"]
-    wait_until(lambda: len(transcript(short_state)) >= 3, what="the transcript")
-    users = [r["content"] for r in transcript(short_state) if r.get("role") == "user"]
+    wait_until(lambda: len(transcript(state_dir)) >= 3, what="the transcript")
+    users = [r["content"] for r in transcript(state_dir) if r.get("role") == "user"]
     assert users == ["/echo HI"]  # the blocked message is not recorded (hooks.recordBlocked)
     assert daemon.wait_log("message.blocked")["reason"] == "contains a secret"
 
@@ -124,9 +127,9 @@ async def handler(event):
 
 
 def test_outbound_rewrite_and_cancel_and_what_message_sent_reports(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    hooks = short_state / "hooks"
+    hooks = state_dir / "hooks"
     write_hook(hooks, "filter", events=["message:sending"], handler=SENDING)
     write_hook(hooks, "sent", events=["message:sent"], handler=SENT_RECORDER)
     write_hook(hooks, "talker", events=["command:talk"], handler=TALKER)
@@ -134,7 +137,7 @@ def test_outbound_rewrite_and_cancel_and_what_message_sent_reports(
     with daemon.control() as ctl:
         reply = ctl.ok("message", sessionKey="s1", text="/talk")
     assert reply["messages"] == ["oh d**n", "bye"]
-    path = short_state / "sent.jsonl"
+    path = state_dir / "sent.jsonl"
     wait_until(lambda: path.exists() and len(path.read_text().splitlines()) == 3, what="sent")
     sent = [json.loads(line) for line in path.read_text().splitlines()]
     assert sent == [
@@ -142,7 +145,7 @@ def test_outbound_rewrite_and_cancel_and_what_message_sent_reports(
         {"content": "the password is hunter2", "success": False, "reason": "would leak"},
         {"content": "bye", "success": True, "reason": None},
     ]
-    assistant = [r["content"] for r in transcript(short_state) if r.get("role") == "assistant"]
+    assistant = [r["content"] for r in transcript(state_dir) if r.get("role") == "assistant"]
     assert assistant == ["oh d**n", "bye"]
 
 
@@ -183,9 +186,9 @@ async def handler(event):
 
 
 def test_decision_events_merge_results_in_priority_order(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    hooks = short_state / "hooks"
+    hooks = state_dir / "hooks"
     write_hook(
         hooks, "guard", events=["agent:before_tool_call"], handler=TOOL_GUARD, meta={"priority": 1}
     )
@@ -243,9 +246,9 @@ def test_decision_events_merge_results_in_priority_order(
 
 
 def test_decision_event_deadline_returns_the_result_so_far(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    hooks = short_state / "hooks"
+    hooks = state_dir / "hooks"
     write_hook(hooks, "params", events=["agent:before_tool_call"], handler=TOOL_PARAMS)
     write_hook(
         hooks, "slow", events=["agent:before_tool_call"], handler=SLOW, meta={"priority": 500}
@@ -285,9 +288,9 @@ def read_stream(sock: socket.socket, n: int, timeout: float = 30) -> list[dict[s
 
 
 def test_send_later_reaches_a_subscribed_client_in_order(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    hooks = short_state / "hooks"
+    hooks = state_dir / "hooks"
     write_hook(hooks, "sender", events=["command:notify"], handler=SENDER)
     write_hook(hooks, "filter", events=["message:sending"], handler=SENDING)
     daemon = start_daemon()
@@ -297,7 +300,7 @@ def test_send_later_reaches_a_subscribed_client_in_order(
             f"{i}:False" for i in range(5)
         ]
     with socket.socket(socket.AF_UNIX) as sub:
-        sub.connect(str(short_state / "run" / "gatewayd.sock"))
+        sub.connect(str(daemon.socket))
         sub.sendall(b'{"id": 1, "op": "subscribe", "sessionKey": "agent:main:chat"}\n')
         (ack,) = read_stream(sub, 1)
         assert ack == {"id": 1, "ok": True, "subscribed": "agent:main:chat"}
@@ -326,9 +329,9 @@ async def handler(event, ctx):
 
 
 def test_reentrancy_is_bounded_and_self_wait_is_an_error(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    hooks = short_state / "hooks"
+    hooks = state_dir / "hooks"
     write_hook(hooks, "again", events=["command:again"], handler=AGAIN)
     write_hook(hooks, "selfwait", events=["command:selfwait"], handler=SELF_WAIT)
     daemon = start_daemon({"hooks": {"maxDepth": 4}})
@@ -343,7 +346,7 @@ def test_reentrancy_is_bounded_and_self_wait_is_an_error(
         assert time.monotonic() - began < 20
     errors = [e for e in daemon.events("hook.error") if e.get("hook") == "selfwait"]
     assert errors and "pass wait=False" in errors[0]["error"]
-    sessions = (short_state / "again.log").read_text().split()
+    sessions = (state_dir / "again.log").read_text().split()
     assert len(sessions) == 4  # the chain stopped at the configured depth
     with daemon.control() as ctl:
         assert ctl.ok("ping")["pong"] is True
@@ -359,9 +362,9 @@ async def handler(event):
 
 
 def test_a_background_hook_does_not_delay_the_reply(
-    write_hook: WriteHook, start_daemon: StartDaemon, short_state: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    hooks = short_state / "hooks"
+    hooks = state_dir / "hooks"
     write_hook(
         hooks, "heavy", events=["command:new"], handler=BACKGROUND, meta={"background": True}
     )
@@ -370,7 +373,7 @@ def test_a_background_hook_does_not_delay_the_reply(
         reply = ctl.ok("message", sessionKey="bg", text="/new")
         replied = time.time()
         assert reply["command"] == "new"
-    log = short_state / "bg.log"
+    log = state_dir / "bg.log"
     wait_until(log.exists, what="the background hook")
     key, finished = log.read_text().split()
     assert key == "command:new"
