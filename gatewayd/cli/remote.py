@@ -63,6 +63,8 @@ def cli_send(args: argparse.Namespace) -> int:
         _print_json(reply)
     else:
         _print_messages(reply.get("messages") or [])
+        if reply.get("blocked"):
+            print(f"blocked: {reply.get('reason')}", file=sys.stderr)
         _print_trace(reply)
     return 0
 

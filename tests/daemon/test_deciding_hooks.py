@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.support.cli import gatewayd
 from tests.support.daemon import Daemon
 from tests.support.fixtures import StartDaemon
 from tests.support.hooks import WriteHook
@@ -102,6 +103,9 @@ def test_inbound_block_and_rewrite(
     users = [r["content"] for r in transcript(state_dir) if r.get("role") == "user"]
     assert users == ["/echo HI"]  # the blocked message is not recorded (hooks.recordBlocked)
     assert daemon.wait_log("message.blocked")["reason"] == "contains a secret"
+    send = gatewayd(state_dir, "send", "a secret", "--session", "s1")
+    assert send.returncode == 0 and send.stdout == ""
+    assert send.stderr == "blocked: contains a secret\n"
 
 
 SENDING = """
