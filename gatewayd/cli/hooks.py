@@ -1,8 +1,10 @@
-"""``gatewayd hooks list|info|check|enable|disable``: the hooks as ``gatewayd run`` would load them.
+"""``gatewayd hooks list|info|check|enable|disable``: the hooks, as loaded or as they would be.
 
-These commands run the same discovery, checks and imports as the daemon (``HookLoader.build``) in
-this process, against the config the daemon would read, so what they report is what a
-``gatewayd run`` started now would load. They never talk to a running daemon.
+``list`` and ``info`` show the running daemon's view when a daemon runs (its records and per-hook
+counters), else this process's (:mod:`gatewayd.cli.hookview`; ``--daemon`` / ``--local`` choose)
+and say which one they show. ``check``, ``enable`` and ``disable`` run the same discovery, checks
+and imports as the daemon (``HookLoader.build``) in this process, against the config the daemon
+would read, so what they report is what a ``gatewayd run`` started now would load.
 
 Output: a table or text for people; with ``--json`` a stable document on stdout (the same
 records the control channel's ``hooks`` op returns). Anything a hook prints or logs while it is
@@ -21,10 +23,11 @@ import unicodedata
 from collections.abc import Iterable
 
 from gatewayd.cli.common import dump_json, load_config_or_exit
+from gatewayd.cli.hookview import hook_view, last_error_line, stats_line
 from gatewayd.config import Config, ConfigError
 from gatewayd.exits import EXIT_CONFIG, EXIT_USAGE, UserError, did_you_mean, print_config_error
 from gatewayd.hooks.events import EventKeyError, parse_event_key
-from gatewayd.hooks.loader import HookLoader, HookRecord, LoadResult, hooks_listing
+from gatewayd.hooks.loader import HookLoader, HookRecord, LoadResult
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.logging import configure_logging
 
@@ -77,27 +80,35 @@ def _totals(result: LoadResult) -> str:
 
 
 def cli_list(args: argparse.Namespace) -> int:
-    """``gatewayd hooks list [--eligible] [--json] [--verbose]``."""
-    config = load_config_or_exit(args.config)
-    result = _build(config)
-    listing = hooks_listing(config.load_spec(), result)
-    records = [r for r in result.records if r.eligible or not args.eligible]
+    """``gatewayd hooks list [--eligible] [--json] [--verbose] [--daemon|--local]``."""
+    view = hook_view(args)
+    records = [r for r in view.records if r.eligible or not args.eligible]
     if args.json:
-        listing["hooks"] = [r.to_json() for r in records]
-        dump_json(listing)
+        dump_json(view.listing(records))
         return 0
-    print(f"Hooks ({_totals(result)}); state dir {config.paths.state}")
+    daemon = view.view == "daemon"
+    print(f"Hooks ({view.totals()}); {view.header()}")
     if not records:
         print("no hooks found" if not args.eligible else "no eligible hooks")
     else:
         rows = [["STATUS", "   HOOK", "EVENTS", "SOURCE"]]
+        if daemon:
+            rows[0] += ["CALLS", "ERRORS", "TIMEOUTS", "P99 MS"]
         details: list[list[str]] = [[]]
         for record in records:
-            rows.append(
-                [record.status, _label(record), ", ".join(record.events) or "-", record.source]
-            )
+            row = [record.status, _label(record), ", ".join(record.events) or "-", record.source]
+            stats = view.stats.get(record.name)
+            if daemon:
+                row += (
+                    [str(stats.get(k, 0)) for k in ("calls", "errors", "timeouts", "p99Ms")]
+                    if stats
+                    else ["-"] * 4
+                )
+            rows.append(row)
             lines = [f"    - {reason}" for reason in record.reasons]
             lines += [f"    ! {warning}" for warning in record.warnings]
+            if daemon and (last := last_error_line(stats)):
+                lines.append(f"    last error: {last}")
             details.append(lines)
         for i, line in enumerate(_table(rows)):
             print(line)
@@ -105,15 +116,15 @@ def cli_list(args: argparse.Namespace) -> int:
                 for detail in details[i]:
                     print(detail)
     if args.verbose:
-        for problem in result.rejected_roots:
+        for problem in view.rejected_roots:
             print(f"rejected root: {problem}")
     return 0
 
 
-def _find(result: LoadResult, name: str) -> HookRecord:
-    matches = [r for r in result.records if name in (r.name, r.hook_key)]
+def _find(records: list[HookRecord], name: str) -> HookRecord:
+    matches = [r for r in records if name in (r.name, r.hook_key)]
     if not matches:
-        known = sorted({r.name for r in result.records} | {r.hook_key for r in result.records})
+        known = sorted({r.name for r in records} | {r.hook_key for r in records})
         hint = did_you_mean(name, known)
         raise UserError(f'hook "{name}" not found{hint} (gatewayd hooks list shows them all)')
     # The hook that is in effect (not shadowed) is the one asked about.
@@ -121,12 +132,17 @@ def _find(result: LoadResult, name: str) -> HookRecord:
 
 
 def cli_info(args: argparse.Namespace) -> int:
-    """``gatewayd hooks info NAME [--json]``: one hook by name or hookKey."""
-    config = load_config_or_exit(args.config)
-    record = _find(_build(config), args.name)
+    """``gatewayd hooks info NAME [--json] [--daemon|--local]``: one hook by name or hookKey."""
+    view = hook_view(args)
+    record = _find(view.records, args.name)
+    stats = view.stats.get(record.name)
     if args.json:
-        dump_json(record.to_json())
+        data = {"view": view.view, **record.to_json()}
+        if view.view == "daemon":
+            data["stats"] = stats
+        dump_json(data)
         return 0
+    print(f"({view.header()})")
     missing = "; ".join(f"{kind}: {', '.join(v)}" for kind, v in record.missing.items() if v)
     print(f"{_label(record).strip()}  [{record.status}]")
     if record.description:
@@ -147,6 +163,10 @@ def cli_info(args: argparse.Namespace) -> int:
         print(f"  reason:    {reason}")
     for warning in record.warnings:
         print(f"  warning:   {warning}")
+    if view.view == "daemon":
+        print(f"  {'counters:':<10} {stats_line(stats)}")
+        if last := last_error_line(stats):
+            print(f"  {'last error:':<10} {last}")
     return 0
 
 
@@ -241,7 +261,7 @@ def _set_enabled(args: argparse.Namespace, enabled: bool) -> int:
     from gatewayd.config_edit import set_hook_enabled
 
     config = load_config_or_exit(args.config)
-    record = _find(_build(config), args.name)
+    record = _find(_build(config).records, args.name)
     path = config.paths.config_file
     verb = "enabled" if enabled else "disabled"
     try:

@@ -56,6 +56,24 @@ def _trace_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _view_flags(parser: argparse.ArgumentParser) -> None:
+    """``hooks list|info``: whose view (gatewayd.cli.hookview)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--daemon",
+        action="store_true",
+        help="the running daemon's hooks and counters (the default when one runs)",
+    )
+    group.add_argument(
+        "--local",
+        action="store_true",
+        help="load the hooks in this process, as a gatewayd started now would",
+    )
+    parser.add_argument(
+        "--socket", metavar="PATH", help="the daemon's control socket (as for gatewayd status)"
+    )
+
+
 def _client(parser: argparse.ArgumentParser) -> None:
     """Flags of the commands that talk to a running daemon (gatewayd.client)."""
     _json_flag(parser)
@@ -130,9 +148,11 @@ def _add_hooks(sub: Any) -> None:
     p.add_argument("--eligible", action="store_true", help="only hooks that can run here")
     p.add_argument("--verbose", "-v", action="store_true", help="show every reason")
     _json_flag(p)
+    _view_flags(p)
     p = _command(hsub, "hooks info", "show one hook")
     p.add_argument("name", metavar="NAME", help="hook name or hookKey")
     _json_flag(p)
+    _view_flags(p)
     p = _command(hsub, "hooks check", "report hooks that are not ready")
     _json_flag(p)
     p = _command(hsub, "hooks order", "the hooks an event runs, in order")
