@@ -1,5 +1,6 @@
 # make run   - set up .venv and start the daemon on its built-in default config
-# make test  - set up .venv and run the whole test suite
+# make test  - set up .venv, run `make lint`, then the whole test suite in parallel with coverage
+# make lint  - ruff check, ruff format --check, mypy --strict (gatewayd, tests, each bundled hook)
 # make bench - run the benchmarks (bench/) and write bench/results/
 PYTHON ?= python3
 VENV   := .venv
@@ -7,6 +8,15 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: run test bench lint clean venv
+
+# pytest-xdist: one worker per core. --dist loadgroup keeps the container tests (xdist_group
+# "container") in one worker; one worker builds their images for the run meanwhile.
+XDIST ?= -n auto --dist loadgroup
+# Coverage is of the pytest processes only: the `gatewayd run` daemons and CLI runs the tests
+# start as subprocesses are not measured (that would need coverage's subprocess patching in
+# every child and slow each one down). The floor is the 61% measured that way on 2026-11-23,
+# rounded down a few points; raise it as coverage rises, never lower it to make a change pass.
+COV_FLOOR := 58
 
 venv: $(STAMP)
 
@@ -19,8 +29,9 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/gatewayd run
 
-test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+test: lint
+	$(BIN)/python -m pytest $(XDIST) --cov=gatewayd --cov-report=term:skip-covered \
+	  --cov-fail-under=$(COV_FLOOR) $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	# Byte-compile like an installed wheel is, even where PYTHONDONTWRITEBYTECODE is set:
@@ -30,7 +41,10 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check gatewayd hooks tests bench
+	$(BIN)/ruff format --check gatewayd hooks tests bench
 	$(BIN)/mypy
+	# Each bundled hook is a top-level handler.py of its own: one mypy run per hook.
+	for hook in hooks/*/handler.py; do $(BIN)/mypy "$$hook" || exit 1; done
 
 clean:
 	rm -rf $(VENV) dist build .pytest_cache .mypy_cache .ruff_cache

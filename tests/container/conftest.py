@@ -3,7 +3,9 @@
 Building the images takes minutes on these machines (dockerd's vfs driver copies the whole
 root filesystem for every layer), so when a session has container tests the builds start in a
 background thread as soon as collection ends, and the container tests are moved to the end of
-the run: the rest of the suite runs while the images build.
+the run: the rest of the suite runs while the images build. Under pytest-xdist one worker
+builds for the whole run (see :mod:`tests.container.images`), and the container tests all run
+in one worker (``xdist_group("container")``, with ``--dist loadgroup``).
 
 * ``docker_ready`` (session): skips, with the reason, only when ``container-env.sh --check``
   says Docker cannot run here; otherwise clears what killed sessions left behind and makes the
@@ -15,11 +17,6 @@ Tests that use them carry the ``container`` marker (``-m "not container"`` leave
 """
 
 from __future__ import annotations
-
-import threading
-from collections.abc import Callable
-from concurrent.futures import Future
-from typing import Any
 
 import pytest
 
@@ -35,6 +32,7 @@ from tests.container.e2e_docker import (
     remove_stale_containers,
     unavailable_reason,
 )
+from tests.container.images import Images
 
 BUILD_TIMEOUT_S = 1800
 
@@ -67,44 +65,18 @@ def _build_systemd() -> str:
     return SYSTEMD_IMAGE
 
 
-class Images:
-    """The three preparation steps, run in order on one background thread, each a Future."""
-
-    def __init__(self) -> None:
-        self.ready: Future[str | None] = Future()
-        self.app: Future[str] = Future()
-        self.systemd: Future[str] = Future()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        """Start the preparation (once); the fixtures wait on the futures."""
-        if self._thread is None:
-            # A daemon thread: an interrupted session exits without waiting for a build.
-            self._thread = threading.Thread(target=self._run, name="e2e-images", daemon=True)
-            self._thread.start()
-
-    def _run(self) -> None:
-        steps: list[tuple[Future[Any], Callable[[], Any]]] = [
-            (self.ready, _prepare),
-            (self.app, _build_app),
-            (self.systemd, _build_systemd),
-        ]
-        for future, step in steps:
-            if future is not self.ready and self.ready.result() is not None:
-                future.set_result(None)  # Docker is unavailable: the fixtures skip
-                continue
-            try:
-                future.set_result(step())
-            except BaseException as exc:  # handed to the fixture that waits on it
-                future.set_exception(exc)
-
-
-IMAGES = Images()
+IMAGES = Images({"ready": _prepare, "app": _build_app, "systemd": _build_systemd})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Run the container tests last, so that their images build while the others run."""
     items.sort(key=lambda item: item.get_closest_marker("container") is not None)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under xdist, the worker that builds the images waits for them before it exits."""
+    if not (session.shouldstop or session.shouldfail):
+        IMAGES.wait_for_builder()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -119,7 +91,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def docker_ready() -> None:
     """Docker answers and the base images exist; skip with the reason otherwise."""
     IMAGES.start()
-    reason = IMAGES.ready.result(timeout=BUILD_TIMEOUT_S)
+    reason: str | None = IMAGES.result("ready", BUILD_TIMEOUT_S)
     if reason is not None:
         pytest.skip(reason)
 
@@ -127,10 +99,12 @@ def docker_ready() -> None:
 @pytest.fixture(scope="session")
 def app_image(docker_ready: None) -> str:
     """The project's own image, built from the repository's Dockerfile."""
-    return IMAGES.app.result(timeout=BUILD_TIMEOUT_S)
+    image: str = IMAGES.result("app", BUILD_TIMEOUT_S)
+    return image
 
 
 @pytest.fixture(scope="session")
 def systemd_image(app_image: str) -> str:
     """systemd as PID 1 with gatewayd installed in ``/opt/gatewayd`` exactly as in the app image."""
-    return IMAGES.systemd.result(timeout=BUILD_TIMEOUT_S)
+    image: str = IMAGES.result("systemd", BUILD_TIMEOUT_S)
+    return image

@@ -15,7 +15,12 @@ import pytest
 
 from tests.container.e2e_docker import Container, docker, wait_until
 
-pytestmark = [pytest.mark.container, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.container,
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+    pytest.mark.xdist_group("container"),  # one worker: module-scoped containers, one build
+]
 
 IMAGE_UID = "10001"
 STOP_TIMEOUT_S = 30

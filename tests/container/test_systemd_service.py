@@ -16,7 +16,12 @@ import pytest
 
 from tests.container.e2e_docker import REPO, SYSTEMD_RUN_OPTS, Container, wait_until
 
-pytestmark = [pytest.mark.container, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.container,
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+    pytest.mark.xdist_group("container"),  # one worker: module-scoped containers, one build
+]
 
 UNIT = "gatewayd.service"
 STATE = "/var/lib/gatewayd"

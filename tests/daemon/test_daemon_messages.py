@@ -146,10 +146,11 @@ def test_new_and_reset_event_order_reply_and_sessions(
     total_replies = sum(
         len(r["messages"]) for r in (first, new, reset, stop, deploy, not_a_command, other)
     )
-    sent = wait_until(
-        lambda: (s := read_records(state_dir, "sent.jsonl")) and len(s) >= total_replies and s,
+    wait_until(
+        lambda: len(read_records(state_dir, "sent.jsonl")) >= total_replies,
         what="message:sent events",
     )
+    sent = read_records(state_dir, "sent.jsonl")
     assert len(sent) == total_replies
     assert sent[0]["ctx"]["to"] == "alice"
     assert sent[0]["ctx"]["content"] == "message:received"

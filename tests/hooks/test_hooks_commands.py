@@ -12,7 +12,7 @@ import structlog
 
 from gatewayd.hooks import HookEvent, create_hook_event
 from gatewayd.hooks.handlers import Handler, HandlerKind
-from gatewayd.hooks.registry import HookRegistry
+from gatewayd.hooks.registry import DispatchReport, HookRegistry
 from gatewayd.hooks.runners import parse_command_output
 
 
@@ -27,7 +27,7 @@ def command(tmp_path: Path, script: str, *, name: str = "cmd", **kw: object) -> 
 
 def run(
     handler: Handler, key: str = "command:new", timeout_s: float = 30
-) -> tuple[HookEvent, object]:
+) -> tuple[HookEvent, DispatchReport]:
     registry = HookRegistry(default_timeout_s=timeout_s)
     registry.set_file_hooks([(handler, [key])])
     etype, _, action = key.partition(":")

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from gatewayd.config import HookEntry
 from gatewayd.hooks.eligibility import EligibilityChecker, current_platform, lookup_dotted
 from gatewayd.hooks.metadata import parse_manifest
+from gatewayd.hooks.spec import EntrySpec
 from tests.hooks.hooks_support import Build, Roots
 from tests.support.hooks import WriteHook
 
@@ -49,40 +49,40 @@ def test_platform_names() -> None:
 
 
 def test_no_requirements_is_eligible(bin_dir: Path) -> None:
-    result = checker(bin_dir).check(manifest(), HookEntry())
+    result = checker(bin_dir).check(manifest(), EntrySpec())
     assert (result.eligible, result.reasons) == (True, [])
     assert result.missing == {"bins": [], "anyBins": [], "env": [], "config": [], "os": []}
 
 
 def test_os(bin_dir: Path) -> None:
-    result = checker(bin_dir, platform="linux").check(manifest(os=["darwin"]), HookEntry())
+    result = checker(bin_dir, platform="linux").check(manifest(os=["darwin"]), EntrySpec())
     assert result.reasons == ["OS: requires darwin, current: linux"]
     assert result.missing["os"] == ["darwin"]
-    assert checker(bin_dir, platform="darwin").check(manifest(os=["darwin"]), HookEntry()).eligible
+    assert checker(bin_dir, platform="darwin").check(manifest(os=["darwin"]), EntrySpec()).eligible
 
 
 def test_bins_must_be_on_path_and_executable(bin_dir: Path) -> None:
     result = checker(bin_dir).check(
-        manifest(requires={"bins": ["tool-a", "tool-x", "git-nowhere"]}), HookEntry()
+        manifest(requires={"bins": ["tool-a", "tool-x", "git-nowhere"]}), EntrySpec()
     )
     assert result.reasons == ["Binary missing: tool-x", "Binary missing: git-nowhere"]
     assert result.missing["bins"] == ["tool-x", "git-nowhere"]
 
 
 def test_any_bins_needs_one(bin_dir: Path) -> None:
-    none = checker(bin_dir).check(manifest(requires={"anyBins": ["bun", "npm"]}), HookEntry())
+    none = checker(bin_dir).check(manifest(requires={"anyBins": ["bun", "npm"]}), EntrySpec())
     assert none.reasons == ["None of: bun, npm"]
     assert none.missing["anyBins"] == ["bun", "npm"]
-    one = checker(bin_dir).check(manifest(requires={"anyBins": ["bun", "tool-a"]}), HookEntry())
+    one = checker(bin_dir).check(manifest(requires={"anyBins": ["bun", "tool-a"]}), EntrySpec())
     assert one.eligible
 
 
 def test_env_from_process_or_entry(bin_dir: Path) -> None:
     m = manifest(requires={"env": ["GITHUB_TOKEN", "OTHER"]})
-    result = checker(bin_dir, GITHUB_TOKEN="", OTHER="x").check(m, HookEntry())
+    result = checker(bin_dir, GITHUB_TOKEN="", OTHER="x").check(m, EntrySpec())
     assert result.reasons == ["Env missing: GITHUB_TOKEN"]  # empty counts as missing
     assert result.missing["env"] == ["GITHUB_TOKEN"]
-    entry = HookEntry(env={"GITHUB_TOKEN": "t0k"})
+    entry = EntrySpec(env={"GITHUB_TOKEN": "t0k"})
     assert checker(bin_dir, OTHER="x").check(m, entry).eligible
 
 
@@ -90,7 +90,7 @@ def test_env_from_process_or_entry(bin_dir: Path) -> None:
 def test_config_falsy_values_fail(bin_dir: Path, value: Any) -> None:
     effective = {"hooks": {"entries": {"my-hook": {"apiKey": value}}}}
     result = checker(bin_dir, effective).check(
-        manifest(requires={"config": ["hooks.entries.my-hook.apiKey"]}), HookEntry()
+        manifest(requires={"config": ["hooks.entries.my-hook.apiKey"]}), EntrySpec()
     )
     assert result.reasons == ["Config missing: hooks.entries.my-hook.apiKey"]
     assert result.missing["config"] == ["hooks.entries.my-hook.apiKey"]
@@ -101,14 +101,14 @@ def test_config_truthy_values_pass(bin_dir: Path, value: Any) -> None:
     effective = {"hooks": {"entries": {"my-hook": {"apiKey": value}}}}
     assert (
         checker(bin_dir, effective)
-        .check(manifest(requires={"config": ["hooks.entries.my-hook.apiKey"]}), HookEntry())
+        .check(manifest(requires={"config": ["hooks.entries.my-hook.apiKey"]}), EntrySpec())
         .eligible
     )
 
 
 def test_config_missing_key(bin_dir: Path) -> None:
     result = checker(bin_dir, {"hooks": {}}).check(
-        manifest(requires={"config": ["hooks.entries.my-hook.apiKey", "workspace"]}), HookEntry()
+        manifest(requires={"config": ["hooks.entries.my-hook.apiKey", "workspace"]}), EntrySpec()
     )
     assert result.reasons == [
         "Config missing: hooks.entries.my-hook.apiKey",
@@ -125,10 +125,10 @@ def test_lookup_dotted_handles_keys_with_dots() -> None:
 
 def test_always_skips_requires_but_not_os(bin_dir: Path) -> None:
     m = manifest(always=True, os=["win32"], requires={"bins": ["nope"], "env": ["NOPE"]})
-    result = checker(bin_dir, platform="linux").check(m, HookEntry())
+    result = checker(bin_dir, platform="linux").check(m, EntrySpec())
     assert result.reasons == ["OS: requires win32, current: linux"]
     m2 = manifest(always=True, requires={"bins": ["nope"], "env": ["NOPE"], "config": ["x"]})
-    assert checker(bin_dir).check(m2, HookEntry()).eligible
+    assert checker(bin_dir).check(m2, EntrySpec()).eligible
 
 
 def test_every_failure_is_listed_in_order(bin_dir: Path) -> None:
@@ -136,7 +136,7 @@ def test_every_failure_is_listed_in_order(bin_dir: Path) -> None:
         os=["darwin"],
         requires={"bins": ["git-x"], "anyBins": ["a-x", "b-x"], "env": ["E_X"], "config": ["c.x"]},
     )
-    result = checker(bin_dir).check(m, HookEntry())
+    result = checker(bin_dir).check(m, EntrySpec())
     assert result.reasons == [
         "OS: requires darwin, current: linux",
         "Binary missing: git-x",

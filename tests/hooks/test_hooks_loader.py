@@ -184,7 +184,8 @@ def test_no_events_skips_without_importing(
     roots: Roots, build: Build, write_hook: WriteHook
 ) -> None:
     marker = roots.state / "imported"
-    for events in (None, []):
+    no_events: tuple[list[str] | None, ...] = (None, [])
+    for events in no_events:
         write_hook(
             roots.managed, "silent", events=events, handler=f"open({str(marker)!r}, 'w').close()\n"
         )

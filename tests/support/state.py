@@ -63,7 +63,7 @@ def parse_ts(value: str) -> float:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
-def wait_until(predicate: Callable[[], T], timeout: float = 30.0, what: str = "") -> T:
+def wait_until(predicate: Callable[[], T], timeout: float = 60.0, what: str = "") -> T:
     """Poll ``predicate`` until it returns something truthy, and return that.
 
     The timeout is a generous bound so a broken daemon fails the test instead of hanging it;
