@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from tests.support.cli import gatewayd
 from tests.support.fixtures import StartDaemon
 from tests.support.hooks import WriteHook
-from tests.support.state import clean_env
 
 ECHO = """
 async def handler(event):
@@ -23,15 +21,7 @@ async def handler(event):
 
 def send_stdin(state: Path, text: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``gatewayd send - ARGS`` with ``text`` on its stdin."""
-    return subprocess.run(
-        [sys.executable, "-m", "gatewayd", "send", "-", *args],
-        env=clean_env(state),
-        input=text,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return gatewayd(state, "send", "-", *args, input=text, timeout=120)
 
 
 def test_send_dash_reads_the_message_from_stdin(

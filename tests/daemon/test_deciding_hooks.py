@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -46,12 +44,8 @@ def test_priority_orders_python_command_and_config_overrides(
     # hooks.entries.a-late.priority (1) beats its HOOK.md (300).
     assert reply["messages"] == ["a-late", "c-first", "b-cmd", "d-default"]
 
-    order = subprocess.run(
-        [sys.executable, "-m", "gatewayd", "hooks", "order", "command:go", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"ELIZA_STATE_DIR": str(state_dir), "PATH": "/usr/bin:/bin"},
+    order = gatewayd(
+        state_dir, "hooks", "order", "command:go", "--json", env={"PATH": "/usr/bin:/bin"}
     )
     assert order.returncode == 0, order.stderr
     listed = [h for h in json.loads(order.stdout)["handlers"] if h["source"] == "managed"]

@@ -20,14 +20,20 @@ Result = subprocess.CompletedProcess[str]
 
 
 def gatewayd(
-    state: Path, *args: str, env: Mapping[str, str] | None = None, timeout: float = 60
+    state: Path,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60,
+    input: str | None = None,
 ) -> Result:
-    """``python -m gatewayd ARGS`` against ``state``; never raises on a non-zero exit."""
+    """``python -m gatewayd ARGS`` against ``state``, ``input`` on its stdin (else none);
+    never raises on a non-zero exit. ``env`` adds to (or overrides) the clean environment."""
     return subprocess.run(
         [sys.executable, "-m", "gatewayd", *args],
         env=clean_env(state, env),
         cwd=state,
-        stdin=subprocess.DEVNULL,
+        input=input,
+        stdin=subprocess.DEVNULL if input is None else None,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -39,7 +45,11 @@ class RunCli(Protocol):
     """The ``run_cli`` fixture: :func:`gatewayd` bound to the test's ``state_dir``."""
 
     def __call__(
-        self, *args: str, env: Mapping[str, str] | None = None, timeout: float = 60
+        self,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 60,
+        input: str | None = None,
     ) -> Result: ...
 
 

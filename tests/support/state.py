@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import yaml
 
@@ -63,8 +63,11 @@ def parse_ts(value: str) -> float:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
-def wait_until(predicate: Callable[[], T], timeout: float = 60.0, what: str = "") -> T:
-    """Poll ``predicate`` until it returns something truthy, and return that.
+def wait_until(
+    predicate: Callable[[], T | Literal[False] | None], timeout: float = 60.0, what: str = ""
+) -> T:
+    """Poll ``predicate`` until it returns something truthy, and return that (typed without
+    the ``None``/``False`` it returns while waiting).
 
     The timeout is a generous bound so a broken daemon fails the test instead of hanging it;
     it is never a threshold the test asserts.
