@@ -27,7 +27,7 @@ from gatewayd.config_env import (
     may_be_secret,
     variable_for,
 )
-from gatewayd.hooks.spec import EntrySpec, LegacyHandlerSpec, LoadSpec, WatchSettings
+from gatewayd.hooks.spec import EntrySpec, LegacyHandlerSpec, LoadSpec, NodeSettings, WatchSettings
 from gatewayd.paths import (
     Paths,
     config_file_choice,
@@ -188,6 +188,11 @@ class LegacyHandler(_Model):
     export: str = "default"
 
 
+class HooksNodeConfig(_Model):
+    path: str | None = None
+    wheel: Bool = True
+
+
 class HooksConfig(_Model):
     enabled: Bool = True
     timeout_ms: int = Field(30000, ge=1)
@@ -201,6 +206,7 @@ class HooksConfig(_Model):
     entries: dict[str, HookEntry] = {}
     load: HooksLoadConfig = HooksLoadConfig()
     handlers: list[LegacyHandler] = []
+    node: HooksNodeConfig = HooksNodeConfig()
 
 
 class SessionsConfig(_Model):
@@ -319,6 +325,7 @@ class Config:
                     poll=load.poll,
                     poll_interval_ms=load.poll_interval_ms,
                 ),
+                node=NodeSettings(path=hooks.node.path, wheel=hooks.node.wheel),
             )
         return self._load_spec
 

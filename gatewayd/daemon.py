@@ -43,6 +43,8 @@ from gatewayd.hooks.capture import capture_hook_output
 from gatewayd.hooks.cfgview import public_cfg
 from gatewayd.hooks.events import create_hook_event
 from gatewayd.hooks.loader import HookLoader, HookRecord, LoadResult, hooks_listing
+from gatewayd.hooks.node import NodeRuntime
+from gatewayd.hooks.node.loading import load_node_hooks
 from gatewayd.hooks.registry import HookRegistry, cause_chain, code_hooks
 from gatewayd.hooks.schema import spec_for
 from gatewayd.hooks.stats import bind_loop_thread
@@ -154,6 +156,8 @@ class Gateway:
         self.handle = HookGateway(self)
         """What hooks may use of this gateway."""
         self.loader = HookLoader(gateway=self.handle)
+        self.node = NodeRuntime()
+        """The Node workers that run JS/TS hooks (none until a load has such a hook)."""
         self.loop_name = loop_name
         self._log_overrides = log_overrides
         gw = config.settings.gateway
@@ -489,6 +493,7 @@ class Gateway:
                     # so an edit made while this reload runs is never lost between the two.
                     await self.watcher.update(_watch_spec(config))
                 result = await anyio.to_thread.run_sync(self.loader.build, config.load_spec())
+                generation = await load_node_hooks(result, self.node)
             except ConfigError as exc:
                 outcome, errors = "refused", [f"{exc.source}: {e}" for e in exc.errors]
                 log.error(
@@ -504,6 +509,7 @@ class Gateway:
             else:
                 self._apply_config(config)
                 result.apply(self.registry, config.load_spec())
+                self.node.activate(generation)
                 self._load = result
                 outcome, summary = "ok", result.summary()
             record: dict[str, Any] = {
@@ -616,7 +622,10 @@ class Gateway:
         gc.freeze()
         spec = self.config.load_spec()
         self._load = await anyio.to_thread.run_sync(self.loader.build, spec)
+        await tg.start(self.node.run)
+        generation = await load_node_hooks(self._load, self.node)
         self._load.apply(self.registry, spec)
+        self.node.activate(generation)
         await anyio.to_thread.run_sync(self.sessions.load)
         await tg.start(self.dispatcher.run)
         if (listen := self.config.settings.gateway.metrics.listen) is not None:

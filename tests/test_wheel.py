@@ -71,6 +71,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert f"gatewayd/_bundled/hooks/{FIXTURE_HOOK}/HOOK.md" in names
     assert f"gatewayd/_bundled/hooks/{FIXTURE_HOOK}/reply.py" in names
     assert "gatewayd/_bundled/gatewayd.yaml" in names
+    # The Node side of JS/TS hooks ships inside the package.
+    assert {"gatewayd/hooks/node/worker.mjs", "gatewayd/hooks/node/warm.ts"} <= names
 
     venv = tmp / "venv"
     run(sys.executable, "-m", "venv", "--without-pip", venv)

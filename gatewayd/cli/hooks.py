@@ -28,6 +28,7 @@ from gatewayd.config import Config, ConfigError
 from gatewayd.exits import EXIT_CONFIG, EXIT_USAGE, UserError, did_you_mean, print_config_error
 from gatewayd.hooks.events import EventKeyError, parse_event_key
 from gatewayd.hooks.loader import HookLoader, HookRecord, LoadResult
+from gatewayd.hooks.node.loading import check_node_hooks
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.logging import configure_logging
 
@@ -41,7 +42,9 @@ def _build(config: Config) -> LoadResult:
     with contextlib.redirect_stdout(sys.stderr):
         loader = HookLoader()
         try:
-            return loader.build(config.load_spec())
+            result = loader.build(config.load_spec())
+            check_node_hooks(result)  # JS/TS hooks: their imports are tried in a Node worker
+            return result
         finally:
             loader.close()
 

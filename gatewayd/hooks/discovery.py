@@ -11,8 +11,9 @@ when the manifest is unreadable, so that a broken override still claims its name
 broken instead of the lower-precedence hook running in its place. A later root wins a conflict
 and the loser is marked shadowed; two same-name hooks in one root: the first (sorted) wins.
 
-Handler lookup, first match wins: ``handler.py``, ``handler`` (executable), ``index.py``,
-``index`` (executable) -- a few ``stat`` calls per hook, no directory walk.
+Handler lookup, first match wins: ``handler.py``, ``handler.ts``, ``handler.js``,
+``handler.mjs``, ``handler`` (executable), then the same for ``index`` -- a few ``stat`` calls per
+hook, no directory walk (a hook with none is listed once, to name what it holds instead).
 """
 
 from __future__ import annotations
@@ -33,11 +34,39 @@ SOURCES: Final = ("extra", "bundled", "managed", "workspace")
 
 HANDLER_FILES: Final = (
     ("handler.py", False),
+    ("handler.ts", False),
+    ("handler.js", False),
+    ("handler.mjs", False),
     ("handler", True),
     ("index.py", False),
+    ("index.ts", False),
+    ("index.js", False),
+    ("index.mjs", False),
     ("index", True),
 )
-"""Handler file names in lookup order, and whether each must be executable (a command hook)."""
+"""Handler file names in lookup order, and whether each must be executable (a command hook).
+``.ts``/``.js``/``.mjs`` handlers run in the Node worker (``gatewayd.hooks.node``)."""
+
+_CODE_SUFFIXES: Final = frozenset(
+    {".py", ".ts", ".tsx", ".mts", ".cts", ".js", ".jsx", ".mjs", ".cjs", ".sh", ".bash"}
+)
+_HANDLER_LIST: Final = (
+    "handler.py, handler.ts, handler.js, handler.mjs, handler (executable), index.py, "
+    "index.ts, index.js, index.mjs or index (executable)"
+)
+
+
+def _unrunnable(hook_dir: Path) -> list[str]:
+    """Code-like files at the top of a hook directory that no lookup name matches."""
+    try:
+        names = sorted(os.listdir(hook_dir))
+    except OSError:
+        return []
+    return [
+        name
+        for name in names
+        if not name.startswith(".") and os.path.splitext(name)[1].lower() in _CODE_SUFFIXES
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,10 +152,18 @@ def find_handler(hook_dir: Path) -> tuple[Path | None, bool, str | None]:
             not_executable.append(filename)
             continue
         return hook_dir / filename, executable, None
-    problem = (
-        f"no handler in {hook_dir}: expected handler.py, handler (executable), index.py "
-        "or index (executable)"
-    )
+    problem = f"no handler in {hook_dir}: expected {_HANDLER_LIST}"
+    if found := _unrunnable(hook_dir):
+        entry = next((n for n in found if os.path.splitext(n)[0] in ("handler", "index")), None)
+        if entry is not None:
+            stem = os.path.splitext(entry)[0]
+            hint = (
+                f"rename {entry} to {stem}.ts, {stem}.js or {stem}.py (TSX needs a build step; "
+                "plain TypeScript and CommonJS or ESM .js load as they are)"
+            )
+        else:
+            hint = "name its entry file handler.ts, handler.js or handler.py"
+        problem += f"; found {', '.join(found)}, none of which is a handler: {hint}"
     if not_executable:
         names = " and ".join(not_executable)
         problem += f"; {names} exists but is not executable (chmod +x it)"

@@ -26,9 +26,10 @@ class HandlerKind(Enum):
     ASYNC = "async"  # awaited on the event loop
     SYNC = "sync"  # run in a worker thread under the hooks' own capacity limiter
     COMMAND = "command"  # an executable: event JSON on stdin, messages on stdout
+    NODE = "node"  # a .ts/.js/.mjs handler run by the Node worker (gatewayd.hooks.node)
 
 
-_LANGUAGE = {"async": "python", "sync": "python"}
+_LANGUAGE = {"async": "python", "sync": "python", "node": "js"}
 
 
 class HandlerSignatureError(TypeError):
@@ -87,6 +88,8 @@ class Handler:
     takes_ctx: bool = False
     ctx: HookContext | None = None
     command: Path | None = None
+    node: Any = None
+    """For a ``NODE`` handler: its ``gatewayd.hooks.node.NodeHook`` (what runs it)."""
     env: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float | None = None
     """This handler's own timeout; ``None`` means the registry default (``hooks.timeoutMs``)."""

@@ -57,6 +57,7 @@ from gatewayd.hooks.importer import (
     real_path,
 )
 from gatewayd.hooks.metadata import ManifestCache
+from gatewayd.hooks.node import JS_SUFFIXES, NodeBinary, NodeChoice, NodeHook, choose
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.hooks.schema import GatewayHandle
 from gatewayd.hooks.spec import EntrySpec, LegacyHandlerSpec, LoadSpec
@@ -129,6 +130,19 @@ class LoadResult:
     """Ready file hooks and their event keys, in load order (for ``set_file_hooks``)."""
     rejected_roots: list[str] = field(default_factory=list)
     """``hooks.load.extraDirs`` entries refused because they resolve outside the state dir."""
+    node_binary: NodeBinary | None = None
+    """The Node chosen to run this load's JS/TS handlers (``None`` when there are none)."""
+    node_records: dict[Handler, HookRecord] = field(default_factory=dict)
+    """Each JS/TS handler's record: its module is imported after the build, by the Node
+    worker (``gatewayd.hooks.node.loading``), and a failure there is :meth:`fail`."""
+
+    def fail(self, handler: Handler, reason: str) -> None:
+        """Mark a built handler's hook ``failed`` with ``reason`` and drop it from the load."""
+        record = self.node_records[handler]
+        record.status, record.reasons = "failed", [reason]
+        self.handlers = [(h, keys) for h, keys in self.handlers if h is not handler]
+        self.registered = len(self.handlers)
+        self.failed.append(record.summary_line())
 
     def summary(self) -> dict[str, Any]:
         """``{discovered, eligible, registered, skipped, failed}`` (the ``reload`` reply)."""
@@ -242,6 +256,9 @@ class _Builder:
         self.environ = types.MappingProxyType(dict(os.environ))
         self.packages: set[str] = set()
         self.records: list[HookRecord] = []
+        self.node: NodeChoice | None = None
+        self.js_files: list[Path] = []
+        self.node_records: dict[Handler, HookRecord] = {}
         self.handlers: list[tuple[Handler, list[str]]] = []
         self.eligible = 0
 
@@ -307,6 +324,23 @@ class _Builder:
                 source=source,
                 cfg=hook_cfg(self.public_cfg, self.spec.effective_config, hook_key),
             )
+        if handler_file.suffix in JS_SUFFIXES:
+            try:
+                real = check_file(handler_file, directory, allow_links=allow_links)
+            except UnsafePathError as exc:
+                raise _Failure(str(exc)) from None
+            node = NodeHook(name, Path(real), export, hook_key)
+            node.handler = Handler(
+                hook=name,
+                hook_key=hook_key,
+                kind=HandlerKind.NODE,
+                ctx=ctx,
+                node=node,
+                env=dict(entry.env),
+                timeout_s=timeout_s,
+                source=source,
+            )
+            return node.handler
         package = package_name(self.importer.root, name, directory, kind)
         self.packages.add(package)
         try:
@@ -381,10 +415,12 @@ class _Builder:
         if hook.shadowed_by:
             record.status, record.reasons = "shadowed", [hook.shadowed_by]
             return
-        if check.eligible:
+        node_refusal = self.node_refusal(hook.handler)
+        if check.eligible and node_refusal is None:
             self.eligible += 1
         else:
-            record.status, record.reasons = "ineligible", list(check.reasons)
+            record.status, record.eligible = "ineligible", False
+            record.reasons = [*check.reasons, *([node_refusal] if node_refusal else [])]
             if not entry.enabled:  # enabling it alone would not make it run: say both
                 record.reasons.append("disabled in config")
             return
@@ -429,6 +465,8 @@ class _Builder:
             record.status, record.reasons = "failed", [str(exc)]
             return
         self.handlers.append((handler, list(manifest.events)))
+        if handler.kind is HandlerKind.NODE:
+            self.node_records[handler] = record
 
     def add_legacy(self, index: int, spec: LegacyHandlerSpec, roots: list[HookRoot]) -> None:
         """A ``hooks.handlers[index]`` entry: must lie inside managed, bundled or workspace."""
@@ -486,9 +524,14 @@ class _Builder:
                 )
             if not real.is_file():
                 raise _Failure(f"{where}.module: {path} does not exist or is not a file")
-            command = real.suffix != ".py"
+            command = real.suffix != ".py" and real.suffix not in JS_SUFFIXES
             if command and not os.access(real, os.X_OK):
-                raise _Failure(f"{where}.module: {path} is neither a .py file nor an executable")
+                raise _Failure(
+                    f"{where}.module: {path} is neither a .py, .ts, .js or .mjs file "
+                    "nor an executable"
+                )
+            if refusal := self.node_refusal(real):
+                raise _Failure(refusal)
             handler = self.make(
                 name=name,
                 hook_key=name,
@@ -506,11 +549,28 @@ class _Builder:
             record.status, record.reasons = "failed", [str(exc)]
             return
         self.handlers.append((handler, [spec.event]))
+        if handler.kind is HandlerKind.NODE:
+            self.node_records[handler] = record
 
     # -- the whole load ---------------------------------------------------------------------
 
+    def node_refusal(self, handler_file: Path | None) -> str | None:
+        """Why no Node here can run ``handler_file`` (None: it can, or it is not JS/TS)."""
+        if handler_file is None or handler_file.suffix not in JS_SUFFIXES:
+            return None
+        if self.node is None:
+            node = self.spec.node
+            self.node = choose(self.js_files, node.path, node.wheel)
+        return self.node.refusal(handler_file)
+
     def build(self) -> LoadResult:
         found: Discovery = discover(self.spec, self.manifests)
+        # Node is looked for (and asked its version) only when a hook needs it.
+        self.js_files = [
+            h.handler
+            for h in found.hooks
+            if h.handler is not None and h.handler.suffix in JS_SUFFIXES and not h.shadowed_by
+        ] + [Path(h.module) for h in self.spec.handlers if Path(h.module).suffix in JS_SUFFIXES]
         allowed_roots = [str(root.real) for root in found.roots]
         for hook in found.hooks:
             self.add_found(hook, allowed_roots)
@@ -527,6 +587,8 @@ class _Builder:
             records=self.records,
             handlers=self.handlers,
             rejected_roots=found.rejected_roots,
+            node_binary=self.node.binary if self.node is not None else None,
+            node_records=self.node_records,
         )
 
 

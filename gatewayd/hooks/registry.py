@@ -334,6 +334,8 @@ class HookRegistry:
                     handler.timeout_s or self.default_timeout_s,
                     self.thread_limiter(),
                 )
+            elif handler.kind is _NODE:
+                outcome = await handler.node.run(event, handler.timeout_s or self.default_timeout_s)
             else:
                 outcome = await run_command(
                     handler, event, handler.timeout_s or self.default_timeout_s
@@ -359,7 +361,7 @@ def _priority(handler: Handler) -> int:
     return handler.priority
 
 
-_ASYNC, _SYNC = HandlerKind.ASYNC, HandlerKind.SYNC
+_ASYNC, _SYNC, _NODE = HandlerKind.ASYNC, HandlerKind.SYNC, HandlerKind.NODE
 _OK, _ERROR, _TIMEOUT = Outcome.OK, Outcome.ERROR, Outcome.TIMEOUT
 _MASK = RING - 1
 _NO_CFG: Any = object()

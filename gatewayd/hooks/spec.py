@@ -52,6 +52,16 @@ class WatchSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeSettings:
+    """``hooks.node``: which Node runs JS/TS hooks (see ``gatewayd.hooks.node.resolve``)."""
+
+    path: str | None = None
+    """``hooks.node.path``: tried before ``node`` on ``PATH``."""
+    wheel: bool = True
+    """``hooks.node.wheel``: false never uses the Node of the ``gatewayd[node]`` extra."""
+
+
+@dataclass(frozen=True, slots=True)
 class LoadSpec:
     """Everything one load reads besides the files themselves."""
 
@@ -72,6 +82,7 @@ class LoadSpec:
     config_file: Path | None = None
     """The config file in use (relative ``hooks.handlers`` modules resolve beside it)."""
     watch: WatchSettings = field(default_factory=WatchSettings)
+    node: NodeSettings = field(default_factory=NodeSettings)
 
     def entry(self, hook_key: str) -> EntrySpec:
         """``hooks.entries.<hook_key>``, or the all-defaults entry."""

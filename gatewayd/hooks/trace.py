@@ -139,6 +139,8 @@ async def run_traced(
             outcome = await _run_async(handler, event, timeout_s)
         elif handler.kind is HandlerKind.SYNC:
             outcome = await run_sync(handler, event, timeout_s, registry.thread_limiter())
+        elif handler.kind is HandlerKind.NODE:
+            outcome = await handler.node.run(event, timeout_s)
         else:
             outcome = await run_command(handler, event, timeout_s)
         seconds = perf_counter() - t0

@@ -6,6 +6,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from gatewayd.config import Config
 from gatewayd.hooks.discovery import discover, find_handler, hook_roots
 from tests.hooks.hooks_support import Build, Roots
@@ -149,7 +151,10 @@ def test_a_non_executable_handler_is_passed_over_with_a_hint(tmp_path: Path) -> 
     handler, _, problem = find_handler(hook)
     assert handler is None
     assert problem is not None
-    assert "expected handler.py, handler (executable), index.py or index (executable)" in problem
+    assert (
+        "expected handler.py, handler.ts, handler.js, handler.mjs, handler (executable), "
+        "index.py, index.ts, index.js, index.mjs or index (executable)"
+    ) in problem
     assert "handler exists but is not executable (chmod +x it)" in problem
     (hook / "index.py").write_text("")
     assert find_handler(hook)[0] == hook / "index.py"
@@ -163,9 +168,30 @@ def test_hook_md_without_handler_is_reported(
     assert record.status == "failed"
     assert record.handler is None
     assert record.reasons == [
-        f"no handler in {roots.managed / 'lonely'}: expected handler.py, handler (executable), "
-        "index.py or index (executable)"
+        f"no handler in {roots.managed / 'lonely'}: expected handler.py, handler.ts, handler.js, "
+        "handler.mjs, handler (executable), index.py, index.ts, index.js, index.mjs or index "
+        "(executable)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("present", "chosen"),
+    [
+        (["handler.py", "handler.ts", "handler.js"], "handler.py"),
+        (["handler.ts", "handler.js", "handler.mjs", "index.py"], "handler.ts"),
+        (["handler.js", "handler.mjs"], "handler.js"),
+        (["handler.mjs", "index.ts"], "handler.mjs"),
+        (["index.ts", "index.js", "index.mjs"], "index.ts"),
+        (["index.js", "index.mjs"], "index.js"),
+        (["index.mjs"], "index.mjs"),
+    ],
+)
+def test_handler_lookup_order_covers_js_and_ts(
+    tmp_path: Path, present: list[str], chosen: str
+) -> None:
+    for name in present:
+        (tmp_path / name).write_text("")
+    assert find_handler(tmp_path)[:2] == (tmp_path / chosen, False)
 
 
 def test_extra_dirs_must_resolve_under_the_state_dir(

@@ -1,0 +1,460 @@
+"""The Node runtime: generations of JS/TS hooks, each in its own worker, kept alive and replaced.
+
+A *generation* is the set of JS/TS hooks of one load, imported by one fresh worker process (so a
+reload never sees a stale module, and a replaced generation's memory goes with its process).
+:meth:`NodeRuntime.load` imports a set of hooks into a new generation, taking the *spare*: a
+worker started ahead of time (its Node started and its type stripper warmed), so that a reload
+costs the imports only. :meth:`NodeRuntime.activate` makes a generation current, retires the
+previous one (its worker is stopped once no call is in flight) and starts the next spare.
+
+Failures: a call answered with an error is that hook's error. A call that outlives its timeout is
+a timeout, and the worker is then pinged; one that does not answer within
+:data:`HANG_GRACE_S` is hung and killed. A killed or crashed worker fails the calls in flight,
+each with the reason; the generation then starts a new worker and loads the same hooks into it
+(with a back-off if it keeps dying), and calls wait for it within their own timeouts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+import anyio.abc
+import structlog
+
+from gatewayd.hooks.events import HookEvent
+from gatewayd.hooks.handlers import Handler, HandlerKind
+from gatewayd.hooks.node.resolve import TS_SUFFIXES, NodeBinary
+from gatewayd.hooks.node.worker import NodeWorker, WorkerGone
+from gatewayd.hooks.runners import Outcome, report_timeout
+
+log = structlog.get_logger("gatewayd.hooks.node")
+hook_log = structlog.get_logger("gatewayd.hooks")
+"""``hook.error`` / ``hook.timeout`` / ``hook.console`` lines, as Python handlers' are logged."""
+
+LOAD_TIMEOUT_S: Final = 10.0
+"""How long one hook's module may take to import (its top-level code included)."""
+HANG_GRACE_S: Final = 1.0
+"""After a timeout, how long the worker has to answer a ping before it is killed as hung."""
+RETIRE_IDLE_S: Final = 1.0
+"""A replaced generation's worker stops after this long without calls (or at the next reload)."""
+RETIRE_MAX_S: Final = 120.0
+RESTART_BACKOFF_S: Final = (0.0, 0.1, 0.5, 2.0, 5.0)
+
+
+@dataclass(eq=False)
+class NodeHook:
+    """One JS/TS hook to load: its name, handler file and export, and where it is loaded."""
+
+    name: str
+    file: Path
+    export: str | None = None
+    hook_key: str = ""
+    """Its key in ``hooks.entries`` (default: ``name``)."""
+    handler: Handler | None = None
+    """The registry's handler for it (its counters); one is made when none is given."""
+    generation: Generation | None = None
+    """Set by :meth:`NodeRuntime.load` when the import succeeded."""
+    id: str = ""
+
+    def __post_init__(self) -> None:
+        self.hook_key = self.hook_key or self.name
+        if self.handler is None:
+            self.handler = Handler(
+                hook=self.name, hook_key=self.hook_key, kind=HandlerKind.NODE, node=self
+            )
+
+    async def run(self, event: HookEvent, timeout_s: float) -> Outcome:
+        """Run the handler on ``event`` (the registry's entry point for a ``node`` handler)."""
+        if self.generation is None:
+            return _report_error(self, event, "the hook was never loaded into a node worker")
+        return await self.generation.call(self, event, timeout_s)
+
+
+_AT = re.compile(r"\(at (.+:\d+):\d+\)$")
+
+
+def _report_error(hook: NodeHook, event: HookEvent, error: str) -> Outcome:
+    """Log and count a JS handler's failure as ``runners.report_failure`` does a Python one's;
+    ``where`` is the ``file:line`` the worker found in the JS stack, if any."""
+    assert hook.handler is not None
+    match = _AT.search(error)
+    where = match[1] if match else None
+    hook.handler.stats.error(error, where)
+    hook_log.error(
+        "hook.error",
+        hook=hook.name,
+        event_key=event.key,
+        session_key=event.session_key,
+        error=error,
+        where=where or str(hook.file),
+    )
+    return Outcome.ERROR
+
+
+def encode_event(event: HookEvent) -> tuple[str, frozenset[str]]:
+    """The event's wire JSON and the context keys that are not JSON (sent as ``[TypeName]``
+    placeholders and never merged back)."""
+    wire = event.to_json()
+    try:
+        return json.dumps(wire), frozenset()
+    except (TypeError, ValueError):
+        pass
+    context: dict[str, Any] = {}
+    opaque: set[str] = set()
+    for key, value in event.context.items():
+        try:
+            json.dumps(value)
+            context[key] = value
+        except (TypeError, ValueError):
+            opaque.add(key)
+            context[key] = f"[{type(value).__name__}]"
+    wire["context"] = context
+    return json.dumps(wire, default=str), frozenset(opaque)
+
+
+def apply_reply(event: HookEvent, reply: dict[str, Any], opaque: frozenset[str]) -> None:
+    """Apply what a JS handler did: its ``messages`` and the context keys it changed.
+
+    A changed list or dict is updated in place, so a reference the emitter holds (e.g. to
+    ``bootstrapFiles``) sees the change as it does with a Python handler.
+    """
+    messages = reply.get("messages")
+    if isinstance(messages, list):
+        event.messages[:] = [str(m) for m in messages]
+    context = event.context
+    for key, value in (reply.get("changed") or {}).items():
+        if key in opaque:
+            continue
+        old = context.get(key)
+        if isinstance(old, list) and isinstance(value, list):
+            old[:] = value
+        elif isinstance(old, dict) and isinstance(value, dict):
+            old.clear()
+            old.update(value)
+        else:
+            context[key] = value
+    for key in reply.get("removed") or ():
+        if key not in opaque:
+            context.pop(key, None)
+
+
+class Generation:
+    """The hooks of one load and the worker that runs them (replaced if it dies)."""
+
+    def __init__(self, runtime: NodeRuntime, binary: NodeBinary, hooks: Sequence[NodeHook]):
+        self.runtime = runtime
+        self.binary = binary
+        self.hooks = list(hooks)
+        self.typescript = any(h.file.suffix in TS_SUFFIXES for h in hooks)
+        self.worker: NodeWorker | None = None
+        self.ready = anyio.Event()
+        self.retired = False
+        self.superseded = False
+        self.restarts = 0
+        self._checking: set[NodeWorker] = set()
+
+    async def import_into(self, worker: NodeWorker) -> dict[NodeHook, str]:
+        """Load every hook into ``worker`` at once; returns hook -> error for the failures."""
+        futures = []
+        for hook in self.hooks:
+            spec = {"id": hook.id, "name": hook.name, "file": str(hook.file), "export": hook.export}
+            futures.append((hook, worker.request({"op": "load", "hook": spec})))
+        errors: dict[NodeHook, str] = {}
+        with anyio.move_on_after(LOAD_TIMEOUT_S):
+            for hook, future in futures:
+                try:
+                    reply = await future
+                except WorkerGone as exc:
+                    errors[hook] = f"{hook.file}: import failed: {exc}"
+                    continue
+                if not reply.get("ok"):
+                    errors[hook] = f"{hook.file}: import failed: {reply.get('error')}"
+        stuck = [hook for hook, future in futures if not future.done()]
+        for _, future in futures:
+            if not future.done():
+                worker.forget(future)
+        if stuck:
+            names = ", ".join(h.name for h in stuck)
+            worker.kill(
+                f"the node worker was killed: importing {names} took over {LOAD_TIMEOUT_S:g} s"
+            )
+            for hook in stuck:
+                errors[hook] = (
+                    f"{hook.file}: import did not finish within {LOAD_TIMEOUT_S:g} s "
+                    "(top-level code that never settles?)"
+                )
+        return errors
+
+    async def call(self, hook: NodeHook, event: HookEvent, timeout_s: float) -> Outcome:
+        worker: NodeWorker | None = None
+        future: asyncio.Future[dict[str, Any]] | None = None
+        reply: dict[str, Any] | None = None
+        with anyio.move_on_after(timeout_s) as scope:
+            if not self.ready.is_set():
+                await self.ready.wait()
+            worker = self.worker
+            while worker is not None and not worker.alive and not self.retired:
+                # It died a moment ago and its replacement is on the way: wait for it.
+                await anyio.sleep(0.01)
+                if not self.ready.is_set():
+                    await self.ready.wait()
+                worker = self.worker
+            if worker is None or not worker.alive:
+                reason = worker.exit_reason if worker is not None else None
+                return _report_error(hook, event, reason or "no node worker is running its hooks")
+            event_json, opaque = encode_event(event)
+            try:
+                future = worker.call(hook.id, event_json)
+                reply = await future
+            except WorkerGone as exc:
+                return _report_error(hook, event, str(exc))
+        if scope.cancelled_caught or reply is None:
+            if worker is not None and future is not None:
+                worker.forget(future)
+                self.runtime.check_hung(self, worker, hook, timeout_s)
+            assert hook.handler is not None
+            return report_timeout(hook.handler, event, timeout_s)
+        if not reply.get("ok"):
+            return _report_error(hook, event, str(reply.get("error")))
+        apply_reply(event, reply, opaque)
+        return Outcome.OK
+
+
+@dataclass
+class _Spare:
+    worker: NodeWorker
+    started: anyio.Event = field(default_factory=anyio.Event)
+
+
+class NodeRuntime:
+    """Owns every Node worker of the daemon; run it in the gateway's task group."""
+
+    def __init__(self) -> None:
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._spare: _Spare | None = None
+        self._owner: dict[NodeWorker, Generation] = {}
+        self.current: Generation | None = None
+        self._retiring: list[Generation] = []
+        self._sequence = 0
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Serve until cancelled; cancelling kills every worker."""
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                task_status.started()
+                await anyio.sleep_forever()
+        finally:
+            self._tg = None
+
+    @property
+    def workers(self) -> list[NodeWorker]:
+        """Every live worker: current, retiring and spare (for status and tests)."""
+        found = [g.worker for g in (self.current, *self._retiring) if g is not None and g.worker]
+        if self._spare is not None:
+            found.append(self._spare.worker)
+        return [w for w in found if w.alive]
+
+    def _on_log(self, hook: str | None, level: str, text: str) -> None:
+        method = {
+            "debug": hook_log.debug,
+            "warning": hook_log.warning,
+            "error": hook_log.error,
+        }.get(level, hook_log.info)
+        method("hook.console", hook=hook, text=text)
+
+    # -- workers ----------------------------------------------------------------------------
+
+    async def _serve(self, worker: NodeWorker, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        cancelled = False
+        try:
+            await worker.serve(task_status=task_status)
+        except anyio.get_cancelled_exc_class():
+            cancelled = True  # the daemon is stopping: the worker dies with it, no restart
+            raise
+        finally:
+            generation = self._owner.pop(worker, None)
+            if not cancelled and generation is not None and generation.worker is worker:
+                self._worker_gone(generation, worker)
+
+    async def _start_worker(self, binary: NodeBinary, typescript: bool) -> NodeWorker:
+        """A ready worker: the spare when it fits, else a new one."""
+        assert self._tg is not None, "NodeRuntime.run() is not running"
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            if spare.worker.binary == binary and spare.worker.typescript >= typescript:
+                with anyio.move_on_after(30):
+                    await spare.started.wait()
+                if spare.worker.alive:
+                    return spare.worker
+            else:
+                await spare.worker.stop()
+        worker = NodeWorker(binary, typescript=typescript, on_log=self._on_log)
+        await self._tg.start(self._serve, worker)
+        return worker
+
+    def _start_spare(self, binary: NodeBinary, typescript: bool) -> None:
+        if self._tg is None or self._spare is not None:
+            return
+        spare = _Spare(NodeWorker(binary, typescript=typescript, on_log=self._on_log))
+        self._spare = spare
+
+        async def warm() -> None:
+            assert self._tg is not None
+            try:
+                await self._tg.start(self._serve, spare.worker)
+            except WorkerGone as exc:
+                log.warning("node.spare_failed", reason=str(exc))
+            finally:
+                spare.started.set()
+
+        self._tg.start_soon(warm)
+
+    # -- generations ------------------------------------------------------------------------
+
+    async def load(
+        self, binary: NodeBinary, hooks: Sequence[NodeHook]
+    ) -> tuple[Generation, dict[NodeHook, str]]:
+        """Import ``hooks`` into a new generation; returns it and hook -> reason for failures.
+
+        The hooks that loaded are bound to the generation (``hook.generation``); it serves no
+        call until :meth:`activate` (calls made before wait for nothing: it is ready at once).
+        """
+        self._sequence += 1
+        for index, hook in enumerate(hooks):
+            hook.id = f"{self._sequence}.{index}"
+        generation = Generation(self, binary, hooks)
+        try:
+            worker = await self._start_worker(binary, generation.typescript)
+        except WorkerGone as exc:
+            return generation, {hook: str(exc) for hook in generation.hooks}
+        errors = await generation.import_into(worker)
+        if not worker.alive:  # a module's top level killed it: the others need a new one
+            return generation, {
+                h: errors.get(h) or f"{h.file}: {worker.exit_reason}" for h in generation.hooks
+            }
+        generation.hooks = [h for h in generation.hooks if h not in errors]
+        if not generation.hooks:  # nothing to run: no worker to keep
+            await worker.stop()
+            return generation, errors
+        for hook in generation.hooks:
+            hook.generation = generation
+        generation.worker = worker
+        self._owner[worker] = generation
+        generation.ready.set()
+        return generation, errors
+
+    def activate(self, generation: Generation | None) -> None:
+        """Make ``generation`` current (None: no JS hooks); retire the one it replaces."""
+        if generation is not None and generation.worker is None:
+            generation = None
+        previous, self.current = self.current, generation
+        if previous is not None and previous is not generation:
+            for older in self._retiring:
+                older.superseded = True
+            self._retiring.append(previous)
+            previous.retired = True
+            if self._tg is not None:
+                self._tg.start_soon(self._retire, previous)
+        if generation is not None:
+            self._start_spare(generation.binary, generation.typescript)
+        elif self._spare is not None and self._tg is not None:
+            spare, self._spare = self._spare, None
+            self._tg.start_soon(spare.worker.stop)
+
+    async def _retire(self, generation: Generation) -> None:
+        began = time.monotonic()
+        idle_since: float | None = None
+        while generation.worker is not None and generation.worker.alive:
+            now = time.monotonic()
+            if generation.worker.in_flight:
+                idle_since = None
+            else:
+                idle_since = idle_since or now
+                if generation.superseded or now - idle_since >= RETIRE_IDLE_S:
+                    break
+            if now - began >= RETIRE_MAX_S:
+                break
+            await anyio.sleep(0.02)
+        if generation.worker is not None:
+            await generation.worker.stop()
+        self._retiring.remove(generation)
+
+    # -- failures ---------------------------------------------------------------------------
+
+    def check_hung(
+        self, generation: Generation, worker: NodeWorker, hook: NodeHook, timeout_s: float
+    ) -> None:
+        """After ``hook`` timed out: kill ``worker`` if it does not answer a ping in time."""
+        if self._tg is None or worker in generation._checking or not worker.alive:
+            return
+        generation._checking.add(worker)
+
+        async def check() -> None:
+            try:
+                future = worker.request({"op": "ping"})
+                with anyio.move_on_after(HANG_GRACE_S):
+                    await future
+                    return
+                worker.forget(future)
+                worker.kill(
+                    f"the node worker was killed: it stopped answering after hook {hook.name!r} "
+                    f"ran past its {round(timeout_s * 1000)} ms timeout"
+                )
+            except WorkerGone:
+                return
+            finally:
+                generation._checking.discard(worker)
+
+        self._tg.start_soon(check)
+
+    def _worker_gone(self, generation: Generation, worker: NodeWorker) -> None:
+        if generation.retired or self._tg is None:
+            return
+        if time.monotonic() - worker.started_at > 60:
+            generation.restarts = 0  # it had been healthy: this is not a crash loop
+        log.error(
+            "node.worker_exited",
+            pid=worker.pid,
+            reason=worker.exit_reason,
+            hooks=[h.name for h in generation.hooks],
+            action="restarting it",
+        )
+        generation.ready = anyio.Event()
+        self._tg.start_soon(self._restart, generation)
+
+    async def _restart(self, generation: Generation) -> None:
+        delay = RESTART_BACKOFF_S[min(generation.restarts, len(RESTART_BACKOFF_S) - 1)]
+        generation.restarts += 1
+        await anyio.sleep(delay)
+        if generation.retired:
+            generation.ready.set()
+            return
+        try:
+            worker = NodeWorker(
+                generation.binary, typescript=generation.typescript, on_log=self._on_log
+            )
+            assert self._tg is not None
+            await self._tg.start(self._serve, worker)
+        except WorkerGone as exc:
+            log.error("node.restart_failed", reason=str(exc))
+            generation.ready.set()
+            self._tg.start_soon(self._restart, generation)  # type: ignore[union-attr]
+            return
+        errors = await generation.import_into(worker)
+        for hook, reason in errors.items():
+            log.error("node.reimport_failed", hook=hook.name, reason=reason)
+        generation.worker = worker
+        self._owner[worker] = generation
+        generation.ready.set()
+        log.info("node.worker_restarted", pid=worker.pid, restarts=generation.restarts)

@@ -1,0 +1,170 @@
+// gatewayd's Node worker: loads the JS/TS hooks of one generation and runs their handlers.
+//
+// Started by gatewayd/hooks/node/worker.py with `--fd N`, a Unix socket to the daemon. Frames on it
+// are a 4-byte big-endian length and that many bytes of UTF-8 JSON, both ways:
+//
+//   <- {op: "load", id, hook: {id, name, file, export}}
+//   -> {id, ok: true, export} | {id, ok: false, error}
+//   <- {op: "call", id, hook, event: {type, action, sessionKey, timestamp, messages, context}}
+//   -> {id, ok: true, messages, changed, removed} | {id, ok: false, error}
+//   <- {op: "ping", id}                      -> {id, pong: true}
+//   -> {op: "log", hook, level, text}        (console output of a hook, unsolicited)
+//
+// The handler gets OpenClaw's InternalHookEvent: {type, action, sessionKey, context, timestamp
+// (a Date), messages}. After it returns, the whole `messages` array and every top-level context
+// key whose JSON changed (or that was added or deleted) go back to the daemon.
+//
+// One generation per process: a reload starts a new worker, so no module of the old one stays.
+
+import net from "node:net";
+import { AsyncLocalStorage } from "node:async_hooks";
+import { format } from "node:util";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const current = new AsyncLocalStorage(); // the hook whose code is running
+const handlers = new Map(); // hook id -> {name, fn}
+const fd = Number(process.argv[process.argv.indexOf("--fd") + 1]);
+const channel = new net.Socket({ fd, readable: true, writable: true });
+
+function send(message) {
+  const body = Buffer.from(JSON.stringify(message), "utf8");
+  const head = Buffer.allocUnsafe(4);
+  head.writeUInt32BE(body.length, 0);
+  channel.write(Buffer.concat([head, body]));
+}
+
+function describe(err) {
+  if (err instanceof Error) {
+    const text = `${err.name || "Error"}: ${err.message}`;
+    const frame = (err.stack ?? "").match(/(file:\/\/[^\s)]+?):(\d+):(\d+)/);
+    if (frame === null) return text;
+    let where = frame[1];
+    try {
+      where = fileURLToPath(where.replace(/[?#].*$/, ""));
+    } catch {}
+    return `${text} (at ${where}:${frame[2]}:${frame[3]})`;
+  }
+  return `thrown value: ${format(err)}`;
+}
+
+// console.* of a hook becomes a log frame naming the hook, so its lines reach the daemon's log.
+for (const [method, level] of [
+  ["log", "info"], ["info", "info"], ["debug", "debug"], ["warn", "warning"], ["error", "error"],
+]) {
+  console[method] = (...args) => {
+    send({ op: "log", hook: current.getStore() ?? null, level, text: format(...args) });
+  };
+}
+
+// A stray rejection or throw in a hook's background work is logged, never fatal to the others.
+process.on("unhandledRejection", (reason) => {
+  send({ op: "log", hook: current.getStore() ?? null, level: "error", text: `unhandled rejection: ${describe(reason)}` });
+});
+process.on("uncaughtException", (err) => {
+  send({ op: "log", hook: current.getStore() ?? null, level: "error", text: `uncaught exception: ${describe(err)}` });
+});
+
+function pickExport(mod, wanted) {
+  const fallbackObject = mod.default !== null && typeof mod.default === "object" ? mod.default : {};
+  if (wanted && wanted !== "default") {
+    for (const value of [mod[wanted], fallbackObject[wanted]]) {
+      if (typeof value === "function") return [value, wanted];
+    }
+    throw new Error(`export '${wanted}' is not a function (exports: ${exportNames(mod)}); fix metadata.export`);
+  }
+  // `default`, then a named `handler`; a CommonJS `module.exports = {handler}` counts too.
+  for (const [value, name] of [
+    [mod.default, "default"], [mod.handler, "handler"], [fallbackObject.handler, "handler"], [fallbackObject.default, "default"],
+  ]) {
+    if (typeof value === "function") return [value, name];
+  }
+  throw new Error(
+    `exports neither a default function nor a 'handler' function (exports: ${exportNames(mod)}); ` +
+    "add `export default async (event) => { ... }` or name the function in metadata.export",
+  );
+}
+
+function exportNames(mod) {
+  const names = Object.keys(mod).filter((name) => name !== "module.exports");
+  return names.length ? names.join(", ") : "none";
+}
+
+async function load(hook) {
+  const mod = await current.run(hook.name, () => import(pathToFileURL(hook.file).href));
+  const [fn, name] = pickExport(mod, hook.export);
+  handlers.set(hook.id, { name: hook.name, fn });
+  return name;
+}
+
+function snapshot(context) {
+  const seen = new Map();
+  for (const key of Object.keys(context)) seen.set(key, JSON.stringify(context[key]));
+  return seen;
+}
+
+async function call(message) {
+  const handler = handlers.get(message.hook);
+  if (handler === undefined) return { id: message.id, ok: false, error: `no hook ${message.hook} in this worker` };
+  const wire = message.event;
+  const context = wire.context !== null && typeof wire.context === "object" ? wire.context : {};
+  const event = {
+    type: wire.type,
+    action: wire.action,
+    sessionKey: wire.sessionKey,
+    context,
+    timestamp: new Date(wire.timestamp),
+    messages: Array.isArray(wire.messages) ? wire.messages : [],
+  };
+  const before = snapshot(context);
+  try {
+    await current.run(handler.name, () => handler.fn(event));
+  } catch (err) {
+    return { id: message.id, ok: false, error: describe(err) };
+  }
+  const after = event.context !== null && typeof event.context === "object" ? event.context : {};
+  const changed = {};
+  for (const key of Object.keys(after)) {
+    const text = JSON.stringify(after[key]);
+    if (text !== before.get(key)) changed[key] = text === undefined ? null : JSON.parse(text);
+  }
+  const removed = [...before.keys()].filter((key) => !Object.hasOwn(after, key));
+  const messages = Array.isArray(event.messages) ? event.messages.map((m) => (typeof m === "string" ? m : format(m))) : [];
+  return { id: message.id, ok: true, messages, changed, removed };
+}
+
+async function handle(message) {
+  switch (message.op) {
+    case "call":
+      send(await call(message));
+      break;
+    case "load":
+      try {
+        send({ id: message.id, ok: true, export: await load(message.hook) });
+      } catch (err) {
+        send({ id: message.id, ok: false, error: describe(err) });
+      }
+      break;
+    case "ping":
+      send({ id: message.id, pong: true });
+      break;
+    default:
+      send({ id: message.id, ok: false, error: `unknown op ${message.op}` });
+  }
+}
+
+let pending = Buffer.alloc(0);
+channel.on("data", (chunk) => {
+  pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
+  while (pending.length >= 4) {
+    const size = pending.readUInt32BE(0);
+    if (pending.length < 4 + size) break;
+    const message = JSON.parse(pending.subarray(4, 4 + size).toString("utf8"));
+    pending = pending.subarray(4 + size);
+    handle(message).catch((err) => send({ id: message.id, ok: false, error: describe(err) }));
+  }
+});
+// The daemon closed its end (it stopped or retired this generation): nothing left to do.
+channel.on("end", () => process.exit(0));
+channel.on("error", () => process.exit(0));
+if (process.argv.includes("--warm-typescript")) await import("./warm.ts");
+send({ op: "ready", node: process.version, pid: process.pid });

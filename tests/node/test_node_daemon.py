@@ -1,0 +1,267 @@
+"""JS/TS hooks in a real ``gatewayd run`` with a real Node: replies, context, failures, no Node,
+live edits, and the ``gatewayd hooks`` commands.
+
+The hooks are written the way published OpenClaw hooks are (``handler.ts`` with ``import type``
+and a relative import, CommonJS ``handler.js`` with a package from its own ``node_modules``,
+``index.mjs`` with a named export, ``agent:bootstrap`` handlers editing ``bootstrapFiles``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.node.node_support import (
+    SYSTEM_NODE,
+    WHEEL_NODE,
+    env_without_node,
+    node_version,
+    write_js_hook,
+)
+from tests.support.daemon import Daemon
+from tests.support.fixtures import StartDaemon
+from tests.support.state import clean_env, wait_until
+
+needs_wheel = pytest.mark.skipif(WHEEL_NODE is None, reason="needs the gatewayd[node] extra")
+
+TS_HELLO = {
+    "handler.ts": """
+        import type { HookHandler } from "openclaw/hooks";
+        import { greet } from "./lib/greet.ts";
+        const handler: HookHandler = async (event) => {
+          event.messages.push(greet(event.sessionKey, event.timestamp));
+        };
+        export default handler;
+    """,
+    "lib/greet.ts": """
+        export const greet = (who: string, at: Date): string =>
+          `ts ${who} ${at instanceof Date && !Number.isNaN(at.getTime())}`;
+    """,
+}
+CJS_HELLO = {
+    "handler.js": """
+        const { sep } = require("node:path");
+        const shout = require("shout");
+        exports.handler = async (event) => { event.messages.push(shout("cjs") + sep); };
+    """,
+    "node_modules/shout/package.json": '{"name": "shout", "main": "index.js"}',
+    "node_modules/shout/index.js": "module.exports = (s) => s.toUpperCase();",
+}
+MJS_HELLO = {
+    "index.mjs": "export async function onHello(event) { event.messages.push('mjs'); }",
+}
+BOOTSTRAP_TS = {
+    "handler.ts": """
+        type File = { name: string; path: string; content: string; missing: boolean };
+        export default async (event: { context: { bootstrapFiles: File[] } }) => {
+          event.context.bootstrapFiles.push(
+            { name: "EXTRA.md", path: "/ws/EXTRA.md", content: "from ts", missing: false });
+        };
+    """,
+}
+PY_HELLO = textwrap.dedent(
+    """
+    async def handler(event):
+        event.messages.append("py")
+    """
+)
+
+
+def write_py_hook(root: Path, name: str, events: list[str]) -> None:
+    hook = root / name
+    hook.mkdir(parents=True)
+    meta = json.dumps({"eliza": {"events": events}})
+    (hook / "HOOK.md").write_text(f"---\nname: {name}\nmetadata: {meta}\n---\n")
+    (hook / "handler.py").write_text(PY_HELLO)
+
+
+def hooks_by_name(daemon: Daemon) -> dict[str, dict[str, Any]]:
+    with daemon.control() as ctl:
+        return {h["name"]: h for h in ctl.ok("hooks")["hooks"]}
+
+
+def send(daemon: Daemon, text: str, session: str = "agent:main:js") -> list[str]:
+    with daemon.control() as ctl:
+        return list(ctl.ok("message", sessionKey=session, text=text)["messages"])
+
+
+@needs_wheel
+def test_js_and_ts_hooks_reply_and_edit_bootstrap_files(
+    state_dir: Path, start_daemon: StartDaemon
+) -> None:
+    hooks = state_dir / "hooks"
+    write_js_hook(hooks, "a-ts", TS_HELLO)
+    write_js_hook(hooks, "b-cjs", CJS_HELLO)
+    write_js_hook(hooks, "c-mjs", MJS_HELLO, meta={"export": "onHello"})
+    write_py_hook(hooks, "d-py", ["command:hello"])
+    write_js_hook(hooks, "e-boot", BOOTSTRAP_TS, events=["agent:bootstrap"])
+    daemon = start_daemon()
+    listed = hooks_by_name(daemon)
+    assert {name: h["status"] for name, h in listed.items() if name[1] == "-"} == {
+        "a-ts": "ready",
+        "b-cjs": "ready",
+        "c-mjs": "ready",
+        "d-py": "ready",
+        "e-boot": "ready",
+    }
+    assert listed["a-ts"]["handler"].endswith("handler.ts")
+    # Load order, Python and JS alike; the timestamp is a real Date in JS.
+    assert send(daemon, "/hello") == ["ts agent:main:js true", "CJS/", "mjs", "py"]
+    with daemon.control() as ctl:
+        files = ctl.ok("bootstrap", sessionKey="agent:main:boot")["bootstrapFiles"]
+    assert {"name": "EXTRA.md", "path": "/ws/EXTRA.md", "content": "from ts", "missing": False} in (
+        files
+    )
+    # A reload starts a fresh worker with the same hooks.
+    with daemon.control() as ctl:
+        assert ctl.ok("reload")["result"]["registered"] >= 5
+    assert send(daemon, "/hello") == ["ts agent:main:js true", "CJS/", "mjs", "py"]
+
+
+@needs_wheel
+def test_a_throw_and_a_hang_are_counted_like_python_failures(
+    state_dir: Path, start_daemon: StartDaemon
+) -> None:
+    hooks = state_dir / "hooks"
+    write_js_hook(
+        hooks,
+        "thrower",
+        {"handler.js": "export default () => { throw new RangeError('out of range'); };"},
+        events=["command:boom"],
+    )
+    write_js_hook(
+        hooks,
+        "hanger",
+        {"handler.js": "export default (e) => { if (e.action === 'hang') for (;;) {} };"},
+        events=["command:hang", "command:hello"],
+        meta={"timeoutMs": 500},
+    )
+    write_js_hook(hooks, "a-ts", TS_HELLO)
+    daemon = start_daemon()
+    with daemon.control() as ctl:
+        before = ctl.ok("status")["status"]["queue"]
+    assert send(daemon, "/boom") == []
+    error = daemon.wait_log("hook.error", timeout=30)
+    assert error["hook"] == "thrower" and "RangeError: out of range" in error["error"]
+    assert "handler.js" in error["error"]
+    assert send(daemon, "/hang") == []
+    timeout = daemon.wait_log("hook.timeout", timeout=30)
+    assert (timeout["hook"], timeout["timeout_ms"]) == ("hanger", 500)
+    exited = daemon.wait_log("node.worker_exited", timeout=30)
+    assert "stopped answering" in exited["reason"] and "hanger" in exited["reason"]
+    # The replacement worker runs every hook again.
+    assert send(daemon, "/hello") == ["ts agent:main:js true"]
+    daemon.wait_log("node.worker_restarted", timeout=30)
+    with daemon.control() as ctl:
+        after = ctl.ok("status")["status"]["queue"]
+    assert after["errors"] - before["errors"] >= 1
+    assert after["timeouts"] - before["timeouts"] == 1
+
+
+def test_without_node_js_hooks_are_ineligible_and_the_rest_run(
+    state_dir: Path, start_daemon: StartDaemon
+) -> None:
+    hooks = state_dir / "hooks"
+    write_js_hook(hooks, "a-ts", TS_HELLO)
+    write_js_hook(hooks, "b-cjs", CJS_HELLO)
+    write_py_hook(hooks, "d-py", ["command:hello"])
+    daemon = start_daemon(env=env_without_node())
+    listed = hooks_by_name(daemon)
+    assert listed["a-ts"]["status"] == "ineligible"
+    assert listed["a-ts"]["reasons"][0].startswith("node not found (needed for handler.ts)")
+    assert "install gatewayd[node] or set hooks.node.path" in listed["a-ts"]["reasons"][0]
+    assert listed["b-cjs"]["status"] == "ineligible"
+    assert listed["b-cjs"]["reasons"][0].startswith("node not found (needed for handler.js)")
+    assert listed["d-py"]["status"] == "ready"
+    assert send(daemon, "/hello") == ["py"]
+
+
+@pytest.mark.skipif(
+    (node_version(SYSTEM_NODE) or (99, 0, 0)) >= (22, 6, 0),
+    reason="needs a node on PATH too old to strip types",
+)
+def test_an_old_node_runs_js_while_ts_hooks_say_what_to_install(
+    state_dir: Path, start_daemon: StartDaemon
+) -> None:
+    hooks = state_dir / "hooks"
+    write_js_hook(hooks, "a-ts", TS_HELLO)
+    write_js_hook(hooks, "b-cjs", CJS_HELLO)
+    daemon = start_daemon(env={"GATEWAYD_HOOKS__NODE__WHEEL": "false"})
+    listed = hooks_by_name(daemon)
+    version = ".".join(map(str, node_version(SYSTEM_NODE) or ()))
+    assert listed["a-ts"]["status"] == "ineligible"
+    assert listed["a-ts"]["reasons"][0].startswith(
+        f"node {version} ({SYSTEM_NODE}) cannot run TypeScript (needs >= 22.18"
+    )
+    assert listed["b-cjs"]["status"] == "ready"
+    assert send(daemon, "/hello") == ["CJS/"]
+
+
+@needs_wheel
+def test_a_saved_ts_handler_is_live_with_its_new_helper(
+    state_dir: Path, start_daemon: StartDaemon
+) -> None:
+    hook = write_js_hook(state_dir / "hooks", "a-ts", TS_HELLO)
+    daemon = start_daemon(watch=True)
+    assert send(daemon, "/hello") == ["ts agent:main:js true"]
+    # Only the relative import changes: the fresh worker must not keep the old module.
+    (hook / "lib" / "greet.ts").write_text(
+        "export const greet = (who: string): string => `v2 ${who}`;\n"
+    )
+    wait_until(lambda: send(daemon, "/hello") == ["v2 agent:main:js"], 30, "the edited helper")
+    (hook / "handler.ts").write_text(
+        'import { greet } from "./lib/greet.ts";\n'
+        "export default async (event: any) => { event.messages.push(greet('v3')); };\n"
+    )
+    wait_until(lambda: send(daemon, "/hello") == ["v2 v3"], 30, "the edited handler")
+    # A syntax error is that hook's failure; fixing it brings the hook back.
+    (hook / "handler.ts").write_text("export default async (event: any) => {\n")
+    wait_until(lambda: hooks_by_name(daemon)["a-ts"]["status"] == "failed", 30, "failed")
+    assert "SyntaxError" in hooks_by_name(daemon)["a-ts"]["reasons"][0]
+    assert send(daemon, "/hello") == []
+    (hook / "handler.ts").write_text("export default (e: any) => { e.messages.push('v4'); };\n")
+    wait_until(lambda: send(daemon, "/hello") == ["v4"], 30, "the fixed handler")
+
+
+def test_a_directory_with_only_unrunnable_files_says_what_to_rename(
+    state_dir: Path, start_daemon: StartDaemon
+) -> None:
+    write_js_hook(
+        state_dir / "hooks",
+        "tsx",
+        {"handler.tsx": "export default () => <b/>;", "util.cjs": "module.exports = 1;"},
+    )
+    daemon = start_daemon(env=env_without_node())
+    hook = hooks_by_name(daemon)["tsx"]
+    assert hook["status"] == "failed"
+    reason = hook["reasons"][0]
+    assert "found handler.tsx, util.cjs, none of which is a handler" in reason
+    assert "rename handler.tsx to handler.ts, handler.js or handler.py" in reason
+
+
+@needs_wheel
+def test_hooks_check_tries_each_js_import(state_dir: Path) -> None:
+    hooks = state_dir / "hooks"
+    write_js_hook(hooks, "a-ts", TS_HELLO)
+    write_js_hook(hooks, "broken", {"handler.ts": "export default (e: any) => {\n"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "gatewayd", "hooks", "check", "--json"],
+        env=clean_env(state_dir),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    by_name = {h["name"]: h for h in report["hooks"]}  # the hooks with a problem
+    assert "a-ts" not in by_name
+    assert by_name["broken"]["status"] == "failed"
+    assert "SyntaxError" in by_name["broken"]["reasons"][0]
+    assert [line.split(":")[0] for line in report["summary"]["failed"]] == ["broken"]
