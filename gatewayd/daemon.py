@@ -60,6 +60,7 @@ from gatewayd.hooks.watcher import (
 from gatewayd.logging import LogFile, LogFormat, configure_logging
 from gatewayd.looplag import LoopLagMonitor
 from gatewayd.outbox import Outbox
+from gatewayd.paths import ensure_private_dir
 from gatewayd.redact import redact
 from gatewayd.sessions import SessionManager, TranscriptLimits
 from gatewayd.systemd import Notifier, watchdog_interval, watchdog_loop
@@ -488,6 +489,7 @@ class Gateway:
             errors: list[str] = []
             try:
                 config = await anyio.to_thread.run_sync(load_config, self.config_arg)
+                self._refuse_vanished_config(config)
                 if self.watcher is not None:
                     # New roots (extraDirs, workspace) are watched before the build reads them,
                     # so an edit made while this reload runs is never lost between the two.
@@ -526,6 +528,25 @@ class Gateway:
             log.info("reload.done", **record)
             self.notifier.ready(self._status_line())
             return {**record, "summary": summary, "errors": errors}
+
+    def _refuse_vanished_config(self, config: Config) -> None:
+        """A reload that finds the config file gone would fall back to the built-in defaults
+        (re-enabling every hook it disabled): refuse it, with a warning, and keep running."""
+        gone = self.config.source
+        if gone is None or config.source is not None:
+            return
+        log.warning(
+            "config.deleted",
+            path=str(gone),
+            fix="restore the file; to run on the built-in defaults, create it empty",
+        )
+        raise ConfigError(
+            str(gone),
+            [
+                f"{gone} was deleted; the running config stays (restore it, or create it empty "
+                "to use the built-in defaults)"
+            ],
+        )
 
     def _apply_config(self, config: Config) -> None:
         """Take what a running process can change from a new config; log what it cannot."""
@@ -604,6 +625,11 @@ class Gateway:
         return self.exit_code
 
     async def _start(self, tg: anyio.abc.TaskGroup) -> bool:
+        for directory in (self.config.paths.state, self.config.paths.workspace):
+            try:
+                ensure_private_dir(directory)  # 0700 whatever the umask, when created here
+            except OSError as exc:
+                log.warning("gateway.dir_failed", path=str(directory), error=str(exc))
         try:
             for channel in self.channels:
                 channel.claim()

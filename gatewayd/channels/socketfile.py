@@ -22,6 +22,7 @@ from pathlib import Path
 import structlog
 
 from gatewayd.channels import ChannelError
+from gatewayd.paths import ensure_private_dir
 
 log = structlog.get_logger("gatewayd.control")
 
@@ -98,7 +99,7 @@ class SocketFile:
 
     def _prepare_dir(self, directory: Path) -> None:
         try:
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            ensure_private_dir(directory)  # 0700 whatever the umask
             st = directory.stat()
         except OSError as exc:
             raise ChannelError(
@@ -116,10 +117,20 @@ class SocketFile:
 
     def _take_lock(self) -> None:
         lock = self.lock_path
+        # Never through a symlink (root could be made to write anywhere), never a FIFO/device.
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = os.open(lock, flags, 0o600)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise ChannelError(
+                    f"the lock file {lock} is a symbolic link, which gatewayd never follows; "
+                    "remove it"
+                ) from None
             raise ChannelError(f"cannot open the lock file {lock}: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise ChannelError(f"the lock file {lock} is not a regular file; remove it")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

@@ -46,7 +46,8 @@ ROOT_PACKAGE = "_gatewayd_hooks"
 
 
 class UnsafePathError(ImportError):
-    """A hook file refused by the path-safety rules (symlink escape, hard link)."""
+    """A hook file refused by the path-safety rules (symlink escape, hard link, a file or
+    directory another user may write)."""
 
 
 def real_path(
@@ -90,12 +91,50 @@ def check_file(path: str | os.PathLike[str], inside: str, *, allow_links: bool) 
         )
     if not stat.S_ISREG(st.st_mode):
         raise UnsafePathError(f"{path}: is not a regular file")
+    _check_writers(path, real, st, inside)
     if not allow_links and st.st_nlink > 1:
         raise UnsafePathError(
             f"{path}: is hard-linked ({st.st_nlink} links), so its content may come from "
             "outside the hook directory; replace it with a plain copy (cp --no-preserve=links)"
         )
     return real
+
+
+def _writers_problem(st: os.stat_result) -> str | None:
+    """Why a file or directory with this ``stat`` may be changed by another user, or None."""
+    euid = os.geteuid()
+    if st.st_uid not in (0, euid):
+        return (
+            f"is owned by uid {st.st_uid}, another user; hook files must belong to root or to "
+            f"the user gatewayd runs as (uid {euid}): chown them"
+        )
+    if st.st_mode & 0o022:
+        return (
+            f"is writable by other users (mode {stat.S_IMODE(st.st_mode):o}); "
+            "only its owner may write it: chmod go-w"
+        )
+    return None
+
+
+def _check_writers(
+    path: str | os.PathLike[str], real: str, st: os.stat_result, inside: str
+) -> None:
+    """Refuse code another user could change: the file, each directory from it up to the hook
+    directory ``inside``, and the hook root holding that. Raises :class:`UnsafePathError`."""
+    if problem := _writers_problem(st):
+        raise UnsafePathError(f"{path}: {problem}")
+    directory = os.path.dirname(real)
+    stop = os.path.dirname(inside.rstrip(os.sep)) or os.sep
+    while True:
+        try:
+            dir_st = os.stat(directory)
+        except OSError as exc:
+            raise UnsafePathError(f"{directory}: cannot stat: {exc.strerror or exc}") from None
+        if problem := _writers_problem(dir_st):
+            raise UnsafePathError(f"{path}: its directory {directory} {problem}")
+        if directory == stop or len(directory) <= len(stop):
+            return
+        directory = os.path.dirname(directory)
 
 
 @dataclass(slots=True)

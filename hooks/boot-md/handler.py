@@ -8,6 +8,8 @@ the message.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from gatewayd.hooks import GatewayStartupContext, HookContext, HookEvent
@@ -20,12 +22,19 @@ MAX_BYTES = 1 << 20  # the control channel's limit for one message line
 
 
 def read_boot_file(path: Path) -> str | None:
-    """The file's text, or ``None`` when it does not exist; raises ``ValueError`` over 1 MiB."""
-    try:
-        with path.open("rb") as f:
-            data = f.read(MAX_BYTES + 1)
+    """The file's text, or ``None`` when it does not exist; raises ``ValueError`` over 1 MiB
+    or when it is not a regular file (a FIFO, a device, ``/dev/zero`` behind a symlink)."""
+    try:  # non-blocking, so a FIFO there is refused instead of waiting for a writer
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_BYTES + 1)
+    finally:
+        os.close(fd)
     if len(data) > MAX_BYTES:
         raise ValueError(f"{path} is over {MAX_BYTES} bytes; shorten it")
     return data.decode("utf-8", errors="replace")
@@ -34,7 +43,7 @@ def read_boot_file(path: Path) -> str | None:
 async def handler(event: HookEvent[GatewayStartupContext], ctx: HookContext) -> None:
     """Deliver BOOT.md for this ``gateway:startup``; logs ran / skipped / failed, never raises."""
     context = event.context or {}
-    path = Path(context.get("workspaceDir") or ctx.workspace_dir) / BOOT_FILE
+    path = Path(ctx.workspace_dir) / BOOT_FILE  # never the event's: a client may write that
     try:
         text = read_boot_file(path)
         if text is None:

@@ -128,7 +128,7 @@ def handler(event: HookEvent[BootstrapContext], ctx: HookContext) -> None:
         new = list(files)
         globs = configured_globs(ctx)
         if globs:
-            workspace = Path(event.context.get("workspaceDir") or ctx.workspace_dir)
+            workspace = Path(ctx.workspace_dir)  # never the event's: a client may write that
             extend(new, workspace, globs, ctx.log)
         if is_minimal_session(event.session_key):
             new = [f for f in new if isinstance(f, Mapping) and f.get("name") in MINIMAL_NAMES]

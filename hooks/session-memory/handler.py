@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import re
+import stat
 import tempfile
 import unicodedata
 from collections import deque
@@ -20,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from gatewayd.hooks import CommandContext, HookContext, HookEvent
 
@@ -109,7 +110,7 @@ def render(
 
 def write_new_file(directory: Path, stem: str, content: str) -> Path:
     """Write ``content`` atomically to ``<stem>.md``, or ``<stem>-2.md``, ... : never overwrites."""
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".session-memory-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -140,6 +141,30 @@ def write_new_file(directory: Path, stem: str, content: str) -> Path:
             os.unlink(tmp)
 
 
+class Refused(Exception):
+    """A transcript path this hook will not read; the message says why."""
+
+
+def open_transcript(path: str, sessions: Path) -> IO[str]:
+    """Open ``path`` for reading if it is a regular file inside the sessions dir ``sessions``.
+
+    The event's context names the file, and a ``gatewayd trigger`` client writes that context:
+    anything else (``/etc/shadow``, ``../`` in a session id, a FIFO) raises :class:`Refused`.
+    """
+    real = os.path.realpath(path)
+    root = os.path.realpath(sessions)
+    if not real.startswith(root.rstrip(os.sep) + os.sep):
+        raise Refused(f"{path} is outside the sessions dir {root}")
+    fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise Refused(f"{path} is not a regular file")
+        return open(fd, encoding="utf-8", errors="replace", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def save(event: HookEvent[CommandContext], ctx: HookContext) -> None:
     """Write the memory file for the session ``event`` ends, or log why there is none."""
     context: Mapping[str, Any] = event.context or {}
@@ -153,13 +178,16 @@ def save(event: HookEvent[CommandContext], ctx: HookContext) -> None:
     if not transcript:
         transcript = Path(ctx.state_dir) / "sessions" / f"{session_id}.jsonl"
     session_id = str(session_id)
-    workspace = Path(context.get("workspaceDir") or ctx.workspace_dir)
+    workspace = Path(ctx.workspace_dir)  # never the event's: a trigger's context is the client's
 
     try:
-        with open(transcript, encoding="utf-8", errors="replace") as f:
+        with open_transcript(str(transcript), Path(ctx.state_dir) / "sessions") as f:
             conv = read_conversation(f, ctx.int_setting("messages", DEFAULT_MESSAGES, minimum=1))
     except FileNotFoundError:
         ctx.log.info("session_memory.skipped", reason="no transcript", transcript=str(transcript))
+        return
+    except Refused as why:
+        ctx.log.warning("session_memory.refused", transcript=str(transcript), reason=str(why))
         return
     if not conv.last:
         ctx.log.info("session_memory.skipped", reason="empty session", session_id=session_id)
