@@ -16,7 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_support import Control, StartDaemon, WriteHook, write_config
+
+from tests.support.control import Control
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import WriteHook
+from tests.support.state import write_config
 
 NOBODY = 65534
 
@@ -30,9 +34,9 @@ def hook_status(control: Control) -> dict[str, dict[str, Any]]:
 
 
 def test_state_and_workspace_dirs_are_private_under_umask_000(
-    start_daemon: StartDaemon, short_state: Path
+    start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    state = short_state / "fresh" / "state"
+    state = state_dir / "fresh" / "state"
     daemon = start_daemon(
         env={"ELIZA_STATE_DIR": str(state)},
         prefix=["sh", "-c", 'umask 000; exec "$@"', "sh"],
@@ -40,7 +44,7 @@ def test_state_and_workspace_dirs_are_private_under_umask_000(
     with Control(state / "run" / "gatewayd.sock") as control:
         control.ok("message", sessionKey="s", text="/new")  # sessions, logs, memory
     for directory in (
-        short_state / "fresh",
+        state_dir / "fresh",
         state,
         state / "run",
         state / "workspace",
@@ -55,15 +59,15 @@ def test_state_and_workspace_dirs_are_private_under_umask_000(
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
 def test_hook_files_other_users_may_write_are_refused(
-    start_daemon: StartDaemon, short_state: Path, write_hook: WriteHook
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
 ) -> None:
-    hooks = short_state / "hooks"
+    hooks = state_dir / "hooks"
     write_hook(hooks, "tidy")
     loose = write_hook(hooks, "loose")
     (loose / "handler.py").chmod(0o666)
     foreign = write_hook(hooks, "foreign")
     os.chown(foreign / "handler.py", NOBODY, NOBODY)
-    shared = short_state / "shared"
+    shared = state_dir / "shared"
     write_hook(shared, "in-shared-root")
     shared.chmod(0o775)
     daemon = start_daemon({"hooks": {"load": {"extraDirs": [str(shared)]}}})
@@ -81,11 +85,11 @@ def test_hook_files_other_users_may_write_are_refused(
 
 
 def test_the_lock_file_is_never_opened_through_a_symlink(
-    start_daemon: StartDaemon, short_state: Path
+    start_daemon: StartDaemon, state_dir: Path
 ) -> None:
-    victim = short_state / "precious.txt"
+    victim = state_dir / "precious.txt"
     victim.write_text("do not truncate me\n")
-    run = short_state / "run"
+    run = state_dir / "run"
     run.mkdir(mode=0o700)
     (run / "gatewayd.sock.lock").symlink_to(victim)
     daemon = start_daemon(wait_ready=False)
@@ -95,13 +99,13 @@ def test_the_lock_file_is_never_opened_through_a_symlink(
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
-def test_a_config_edit_as_root_keeps_the_owner_and_mode(short_state: Path) -> None:
-    config = write_config(short_state, {"logging": {"level": "info"}})
+def test_a_config_edit_as_root_keeps_the_owner_and_mode(state_dir: Path) -> None:
+    config = write_config(state_dir, {"logging": {"level": "info"}})
     os.chown(config, NOBODY, NOBODY)
     config.chmod(0o640)
     done = subprocess.run(
         [sys.executable, "-m", "gatewayd", "hooks", "disable", "command-logger"],
-        env={**os.environ, "ELIZA_STATE_DIR": str(short_state)},
+        env={**os.environ, "ELIZA_STATE_DIR": str(state_dir)},
         capture_output=True,
         text=True,
         timeout=60,
@@ -114,7 +118,7 @@ def test_a_config_edit_as_root_keeps_the_owner_and_mode(short_state: Path) -> No
 
 
 def test_a_trigger_cannot_point_session_memory_outside_the_state_dir(
-    start_daemon: StartDaemon, short_state: Path, tmp_path: Path
+    start_daemon: StartDaemon, state_dir: Path, tmp_path: Path
 ) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -141,20 +145,20 @@ def test_a_trigger_cannot_point_session_memory_outside_the_state_dir(
     assert "outside the sessions dir" in refused["reason"]
     assert len(daemon.events("session_memory.refused")) == 2
     assert sorted(p.name for p in elsewhere.iterdir()) == ["not-a-transcript.jsonl"]
-    assert not (short_state / "workspace" / "memory").exists()
+    assert not (state_dir / "workspace" / "memory").exists()
     assert daemon.stop() == 0
 
 
 def test_deleting_the_config_file_keeps_disabled_hooks_disabled(
-    start_daemon: StartDaemon, short_state: Path, write_hook: WriteHook
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
 ) -> None:
-    write_hook(short_state / "hooks", "probe")
+    write_hook(state_dir / "hooks", "probe")
     daemon = start_daemon({"hooks": {"entries": {"probe": {"enabled": False}}}})
-    (short_state / "gatewayd.yaml").unlink()
+    (state_dir / "gatewayd.yaml").unlink()
     with daemon.control() as control:
         reply = control.request("reload")
         assert reply["ok"] is False and reply["error"]["code"] == "reload_refused", reply
         assert "was deleted" in reply["error"]["message"]
         assert hook_status(control)["probe"]["status"] == "disabled"
-    assert daemon.wait_log("config.deleted")["path"] == str(short_state / "gatewayd.yaml")
+    assert daemon.wait_log("config.deleted")["path"] == str(state_dir / "gatewayd.yaml")
     assert daemon.stop() == 0
