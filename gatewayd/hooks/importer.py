@@ -157,7 +157,8 @@ def package_name(
     slug = re.sub(r"\W", "_", hook_name, flags=re.ASCII).strip("_") or "hook"
     if slug[0].isdigit():
         slug = "h" + slug
-    digest = hashlib.blake2s(f"{kind}\0{os.fspath(directory)}".encode(), digest_size=4)
+    # fsencode: a directory name need not be UTF-8 (surrogate-escaped); the bytes always are.
+    digest = hashlib.blake2s(f"{kind}\0".encode() + os.fsencode(directory), digest_size=4)
     return f"{root}.{slug}_{digest.hexdigest()}"
 
 

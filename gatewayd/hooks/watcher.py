@@ -199,6 +199,8 @@ class HookWatcher:
         self._force_poll = spec.poll or _env_forces_polling()
         self.mode = "poll" if self._force_poll else "inotify"
         self.changes_seen = 0
+        self._unreadable_seen: Snapshot | None = None
+        """The roots when watchfiles last failed on an event (``watch.event_unreadable``)."""
 
     @property
     def spec(self) -> WatchSpec:
@@ -289,6 +291,7 @@ class HookWatcher:
             recursive=recursive,
             stop_event=self._restart,
         )
+        began = False
         try:
             pending = changes_iter.__anext__()
             try:
@@ -296,9 +299,11 @@ class HookWatcher:
                 suspended_on = eager.step(pending)
             except eager.Finished as done:
                 task_status.started()
+                began = True
                 changes = done.value
             else:
                 task_status.started()
+                began = True
                 changes = await eager.resume(pending, suspended_on)
             while True:
                 relevant = frozenset(
@@ -329,6 +334,23 @@ class HookWatcher:
             self._force_poll = True
             self._request_restart()
             task_status.started()
+        except Exception as exc:  # watchfiles' own error: e.g. a file name that is not UTF-8
+            # The batch is lost with it, so reload as if the roots changed, and watch again.
+            leaf = _first_error(exc)
+            log.warning(
+                "watch.event_unreadable",
+                error=f"{type(leaf).__name__}: {leaf}",
+                note="reloading in case a hook changed; watching again",
+            )
+            if not began:
+                task_status.started()
+            self._request_restart()
+            # Reading such a file raises too (an access event): reload only on a real change,
+            # or each reload's own reads would start the next one.
+            now = await anyio.to_thread.run_sync(snapshot, self._spec.targets)
+            before, self._unreadable_seen = self._unreadable_seen, now
+            if before is None or diff_snapshots(before, now):
+                send.send_nowait(frozenset(paths))
         finally:
             await changes_iter.aclose()
 
@@ -398,6 +420,13 @@ Changes = set[tuple[Any, str]]
 
 def _touches(roots: tuple[Path, ...], changes: Changes) -> bool:
     return any(Path(raw) in roots for _, raw in changes)
+
+
+def _first_error(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (watchfiles raises from inside a task group)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _adds_directory(changes: Changes) -> bool:
