@@ -101,6 +101,12 @@ def test_js_and_ts_hooks_reply_and_edit_bootstrap_files(
     write_js_hook(hooks, "c-mjs", MJS_HELLO, meta={"export": "onHello"})
     write_py_hook(hooks, "d-py", ["command:hello"])
     write_js_hook(hooks, "e-boot", BOOTSTRAP_TS, events=["agent:bootstrap"])
+    write_js_hook(
+        hooks,
+        "f-sending",
+        {"handler.js": "export default (e) => ({ content: `${e.context.content}!` });"},
+        events=["message:sending"],
+    )
     daemon = start_daemon()
     listed = hooks_by_name(daemon)
     assert {name: h["status"] for name, h in listed.items() if name[1] == "-"} == {
@@ -109,10 +115,13 @@ def test_js_and_ts_hooks_reply_and_edit_bootstrap_files(
         "c-mjs": "ready",
         "d-py": "ready",
         "e-boot": "ready",
+        "f-sending": "ready",
     }
     assert listed["a-ts"]["handler"].endswith("handler.ts")
-    # Load order, Python and JS alike; the timestamp is a real Date in JS.
-    assert send(daemon, "/hello") == ["ts agent:main:js true", "CJS/", "mjs", "py"]
+    # Load order, Python and JS alike; the timestamp is a real Date in JS; each reply line is
+    # rewritten by the JS message:sending hook's returned result.
+    hello = ["ts agent:main:js true!", "CJS/!", "mjs!", "py!"]
+    assert send(daemon, "/hello") == hello
     with daemon.control() as ctl:
         files = ctl.ok("bootstrap", sessionKey="agent:main:boot")["bootstrapFiles"]
     assert {"name": "EXTRA.md", "path": "/ws/EXTRA.md", "content": "from ts", "missing": False} in (
@@ -120,8 +129,8 @@ def test_js_and_ts_hooks_reply_and_edit_bootstrap_files(
     )
     # A reload starts a fresh worker with the same hooks.
     with daemon.control() as ctl:
-        assert ctl.ok("reload")["result"]["registered"] >= 5
-    assert send(daemon, "/hello") == ["ts agent:main:js true", "CJS/", "mjs", "py"]
+        assert ctl.ok("reload")["result"]["registered"] >= 6
+    assert send(daemon, "/hello") == hello
 
 
 @needs_wheel

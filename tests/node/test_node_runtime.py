@@ -9,7 +9,7 @@ outcome with its reason, and a hung or crashed worker is replaced.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +196,29 @@ def test_context_changes_come_back_and_lists_change_in_place(tmp_path: Path) -> 
     assert event.context["kept"] == [1, 2]
 
 
+def test_what_a_handler_returns_merges_as_a_python_handlers_result(tmp_path: Path) -> None:
+    hook_dir = write_js_hook(
+        tmp_path,
+        "rewrite",
+        {
+            "handler.ts": """
+                export default async (event: { context: { content: string } }) =>
+                  ({ content: event.context.content.toUpperCase(), cancel: false });
+            """
+        },
+    )
+    hook = NodeHook("rewrite", hook_dir / "handler.ts")
+    event = create_hook_event("message", "sending", "s1", {"to": "u", "content": "hi"})
+
+    async def body(runtime: NodeRuntime) -> Outcome:
+        assert await load_one(runtime, hook) == {}
+        return await hook.run(event, 10)
+
+    assert with_runtime(body) is Outcome.OK
+    assert event.result == {"content": "HI", "cancel": False}
+    assert event.context["content"] == "HI"  # a result field that is a context field
+
+
 @pytest.mark.parametrize(
     ("files", "export", "expected"),
     [
@@ -316,7 +339,7 @@ def test_a_crashed_worker_fails_the_call_with_its_exit_and_is_restarted(tmp_path
         },
     )
     hook = NodeHook("crasher", hook_dir / "handler.js")
-    logged: list[dict[str, Any]] = []
+    logged: list[MutableMapping[str, Any]] = []
 
     async def body(runtime: NodeRuntime) -> tuple[Outcome, Outcome, list[str]]:
         await load_one(runtime, hook)
@@ -342,7 +365,7 @@ def test_console_output_is_logged_with_the_hook_name(tmp_path: Path) -> None:
     )
     hook = NodeHook("chatty", hook_dir / "handler.js")
 
-    async def body(runtime: NodeRuntime) -> list[dict[str, Any]]:
+    async def body(runtime: NodeRuntime) -> list[MutableMapping[str, Any]]:
         await load_one(runtime, hook)
         with structlog.testing.capture_logs() as logs:
             await hook.run(create_hook_event("command", "x", "s9"), 10)

@@ -33,6 +33,7 @@ from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.handlers import Handler, HandlerKind
 from gatewayd.hooks.node.resolve import TS_SUFFIXES, NodeBinary
 from gatewayd.hooks.node.worker import NodeWorker, WorkerGone
+from gatewayd.hooks.results import merge_result
 from gatewayd.hooks.runners import Outcome, report_timeout
 
 log = structlog.get_logger("gatewayd.hooks.node")
@@ -120,8 +121,11 @@ def encode_event(event: HookEvent) -> tuple[str, frozenset[str]]:
     return json.dumps(wire, default=str), frozenset(opaque)
 
 
-def apply_reply(event: HookEvent, reply: dict[str, Any], opaque: frozenset[str]) -> None:
-    """Apply what a JS handler did: its ``messages`` and the context keys it changed.
+def apply_reply(
+    event: HookEvent, reply: dict[str, Any], opaque: frozenset[str], hook: str = ""
+) -> None:
+    """Apply what JS handler ``hook`` did: its ``messages``, the context keys it changed, and
+    what it returned (merged as a Python handler's return value is, ``results.merge_result``).
 
     A changed list or dict is updated in place, so a reference the emitter holds (e.g. to
     ``bootstrapFiles``) sees the change as it does with a Python handler.
@@ -144,6 +148,7 @@ def apply_reply(event: HookEvent, reply: dict[str, Any], opaque: frozenset[str])
     for key in reply.get("removed") or ():
         if key not in opaque:
             context.pop(key, None)
+    merge_result(event, hook, reply.get("result"))
 
 
 class Generation:
@@ -224,7 +229,7 @@ class Generation:
             return report_timeout(hook.handler, event, timeout_s)
         if not reply.get("ok"):
             return _report_error(hook, event, str(reply.get("error")))
-        apply_reply(event, reply, opaque)
+        apply_reply(event, reply, opaque, hook.name)
         return Outcome.OK
 
 

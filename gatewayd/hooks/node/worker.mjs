@@ -6,13 +6,14 @@
 //   <- {op: "load", id, hook: {id, name, file, export}}
 //   -> {id, ok: true, export} | {id, ok: false, error}
 //   <- {op: "call", id, hook, event: {type, action, sessionKey, timestamp, messages, context}}
-//   -> {id, ok: true, messages, changed, removed} | {id, ok: false, error}
+//   -> {id, ok: true, messages, changed, removed, result} | {id, ok: false, error}
 //   <- {op: "ping", id}                      -> {id, pong: true}
 //   -> {op: "log", hook, level, text}        (console output of a hook, unsolicited)
 //
 // The handler gets OpenClaw's InternalHookEvent: {type, action, sessionKey, context, timestamp
 // (a Date), messages}. After it returns, the whole `messages` array and every top-level context
-// key whose JSON changed (or that was added or deleted) go back to the daemon.
+// key whose JSON changed (or that was added or deleted) go back to the daemon, with what the
+// handler returned (`result`: an object of result fields, or null).
 //
 // One generation per process: a reload starts a new worker, so no module of the old one stays.
 
@@ -116,8 +117,9 @@ async function call(message) {
     messages: Array.isArray(wire.messages) ? wire.messages : [],
   };
   const before = snapshot(context);
+  let value;
   try {
-    await current.run(handler.name, () => handler.fn(event));
+    value = await current.run(handler.name, () => handler.fn(event));
   } catch (err) {
     return { id: message.id, ok: false, error: describe(err) };
   }
@@ -129,7 +131,11 @@ async function call(message) {
   }
   const removed = [...before.keys()].filter((key) => !Object.hasOwn(after, key));
   const messages = Array.isArray(event.messages) ? event.messages.map((m) => (typeof m === "string" ? m : format(m))) : [];
-  return { id: message.id, ok: true, messages, changed, removed };
+  // What it returned (an object of result fields, e.g. {block: true}), as JSON: merged by the
+  // daemon as a Python handler's return value is.
+  const text = value === undefined ? undefined : JSON.stringify(value);
+  const result = text === undefined ? null : JSON.parse(text);
+  return { id: message.id, ok: true, messages, changed, removed, result };
 }
 
 async function handle(message) {
