@@ -33,6 +33,7 @@ BENCHMARKS: dict[str, str] = {
     "startuphook": "6. Startup hook timing",
     "watch": "Watcher latency",
     "decisions": "Hooks that decide",
+    "nodehooks": "7. JS/TS hooks: the Node worker",
 }
 """Module name -> title, in report order."""
 

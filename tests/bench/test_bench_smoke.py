@@ -29,6 +29,7 @@ BENCHMARKS = [
     "startuphook",
     "watch",
     "decisions",
+    "nodehooks",
 ]
 """The modules ``python -m bench`` runs (``bench.__main__.BENCHMARKS``): one per benchmark of
 issue 7, plus the watcher."""
