@@ -25,6 +25,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from gatewayd.config import Config, ConfigError, load_config
 from gatewayd.exits import EXIT_FAILED, EXIT_OK
 from gatewayd.hooks.capture import capture_hook_output
 from gatewayd.hooks.cfgview import public_cfg
+from gatewayd.hooks.changes import Fingerprint, fingerprints, load_changes
 from gatewayd.hooks.events import create_hook_event
 from gatewayd.hooks.loader import HookLoader, HookRecord, LoadResult, hooks_listing
 from gatewayd.hooks.node import NodeRuntime
@@ -85,6 +87,14 @@ def _restart_only(config: Config) -> dict[str, Any]:
 def _transcript_limits(config: Config) -> TranscriptLimits:
     sessions = config.settings.sessions
     return TranscriptLimits(sessions.transcript_max_bytes, sessions.transcript_backups)
+
+
+def _statuses(records: Iterable[HookRecord]) -> dict[str, int]:
+    """How many hooks have each status (``ready``, ``invalid``, ``ineligible``, ...)."""
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record.status] = counts.get(record.status, 0) + 1
+    return counts
 
 
 def configure_logs(config: Config, level: str | None, fmt: LogFormat | None) -> None:
@@ -190,6 +200,8 @@ class Gateway:
         self.exit_code = EXIT_OK
         self._started = time.monotonic()
         self._load: LoadResult | None = None
+        self._prints: dict[str, Fingerprint] = {}
+        """The last load's hook fingerprints (what a reload compares to say what changed)."""
         self._base: dict[str, Any] = {}
         self._set_base(config)
         self._tg: anyio.abc.TaskGroup | None = None
@@ -403,9 +415,7 @@ class Gateway:
 
     def metrics_snapshot(self) -> dict[str, Any]:
         """What the metrics endpoint reads (:class:`gatewayd.metrics.MetricsSource`)."""
-        statuses: dict[str, int] = {}
-        for record in self._records():
-            statuses[record.status] = statuses.get(record.status, 0) + 1
+        statuses = _statuses(self._records())
         journal = getattr(self, "journal", None)
         return {
             "events": dict(self.registry.event_counts),
@@ -426,9 +436,16 @@ class Gateway:
         """The ``status`` op (DESIGN.md section 5) plus ``state``, ``loop``, ``sessions``;
         secret-looking values redacted."""
         summary = (
-            self._load.summary()
+            {**self._load.summary(), "statuses": _statuses(self._load.records)}
             if self._load is not None
-            else {"discovered": 0, "eligible": 0, "registered": 0, "skipped": [], "failed": []}
+            else {
+                "discovered": 0,
+                "eligible": 0,
+                "registered": 0,
+                "skipped": [],
+                "failed": [],
+                "statuses": {},
+            }
         )
         status: dict[str, Any] = {
             "pid": os.getpid(),
@@ -472,12 +489,15 @@ class Gateway:
 
     # -- reload ------------------------------------------------------------------------------
 
-    async def reload(self, trigger: str) -> dict[str, Any]:
+    async def reload(self, trigger: str, files: Iterable[Path] = ()) -> dict[str, Any]:
         """Re-read the config and reload the hooks; one at a time.
 
         An invalid config is refused (logged, the running config and hooks stay). Returns
-        ``{time, duration_ms, trigger, result: ok|refused|failed, summary, errors}``; the
-        same record minus ``summary`` becomes ``status.last_reload``.
+        ``{time, duration_ms, trigger, result, changes, summary, errors}``: ``result`` is
+        ``ok``, ``partial`` (loaded, but hooks failed), ``refused`` or ``failed``; ``changes``
+        the files (``files``: what the watcher saw) and hooks it added, changed, removed and
+        failed (:mod:`gatewayd.hooks.changes`). The same record minus ``summary`` becomes
+        ``status.last_reload``; ``reload.done`` logs it once.
         """
         if self._reload_lock is None:
             self._reload_lock = anyio.Lock()
@@ -486,6 +506,7 @@ class Gateway:
             self.notifier.reloading()
             log.info("reload.begin", trigger=trigger)
             summary: dict[str, Any] | None = None
+            changes: dict[str, Any] | None = None
             errors: list[str] = []
             try:
                 config = await anyio.to_thread.run_sync(load_config, self.config_arg)
@@ -496,6 +517,7 @@ class Gateway:
                     await self.watcher.update(_watch_spec(config))
                 result = await anyio.to_thread.run_sync(self.loader.build, config.load_spec())
                 generation = await load_node_hooks(result, self.node)
+                prints = await anyio.to_thread.run_sync(fingerprints, result.records)
             except ConfigError as exc:
                 outcome, errors = "refused", [f"{exc.source}: {e}" for e in exc.errors]
                 log.error(
@@ -512,20 +534,30 @@ class Gateway:
                 self._apply_config(config)
                 result.apply(self.registry, config.load_spec())
                 self.node.activate(generation)
-                self._load = result
-                outcome, summary = "ok", result.summary()
+                changes = load_changes(
+                    self._records(),
+                    result.records,
+                    self._prints,
+                    prints,
+                    (str(p) for p in files),
+                )
+                self._load, self._prints = result, prints
+                outcome = "partial" if result.failed else "ok"
+                summary = {**result.summary(), "statuses": _statuses(result.records)}
             record: dict[str, Any] = {
                 "time": iso_utc(began),
                 "duration_ms": round((time.perf_counter() - t0) * 1000, 1),
                 "trigger": trigger,
                 "result": outcome,
             }
+            if changes is not None:
+                record["changes"] = changes
             if errors:
                 record["errors"] = errors
             self.reloads += 1
             self.reload_results[outcome] = self.reload_results.get(outcome, 0) + 1
             self.last_reload = record
-            log.info("reload.done", **record)
+            (log.info if outcome == "ok" else log.warning)("reload.done", **record)
             self.notifier.ready(self._status_line())
             return {**record, "summary": summary, "errors": errors}
 
@@ -572,14 +604,14 @@ class Gateway:
         after = await anyio.to_thread.run_sync(snapshot, self.watcher.spec.targets)
         if changed := diff_snapshots(before, after):
             log.info("watch.changed_during_start", paths=sorted(str(p) for p in changed)[:20])
-            await self.reload("watch")
+            await self.reload("watch", changed)
 
     async def _on_files_changed(self, paths: frozenset[Path]) -> None:
         """The watcher saw hook files or the config change: reload (once running)."""
         assert self._running is not None
         await self._running.wait()
         if self.state == "running":
-            await self.reload("watch")
+            await self.reload("watch", paths)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -650,6 +682,7 @@ class Gateway:
         self._load = await anyio.to_thread.run_sync(self.loader.build, spec)
         await tg.start(self.node.run)
         generation = await load_node_hooks(self._load, self.node)
+        self._prints = await anyio.to_thread.run_sync(fingerprints, self._load.records)
         self._load.apply(self.registry, spec)
         self.node.activate(generation)
         await anyio.to_thread.run_sync(self.sessions.load)

@@ -309,11 +309,16 @@ class ControlChannel:
 
     async def _op_reload(self, args: dict[str, Any]) -> dict[str, Any]:
         outcome = await self.host.reload("op")
-        if outcome["result"] != "ok":
+        if outcome["result"] not in ("ok", "partial"):
             raise RequestError(
                 "reload_refused", "; ".join(outcome.get("errors") or [outcome["result"]])
             )
-        return {"result": outcome["summary"]}
+        # "partial": loaded, but hooks failed; the client decides what that means for it.
+        return {
+            "result": outcome["summary"],
+            "outcome": outcome["result"],
+            "changes": outcome.get("changes"),
+        }
 
     async def _op_hooks(self, args: dict[str, Any]) -> dict[str, Any]:
         return self.host.hooks()

@@ -134,7 +134,7 @@ def format_status(st: dict[str, Any]) -> str:
     lines.append(
         f"hooks:    {hooks.get('registered', 0)} registered ({hooks.get('discovered', 0)} "
         f"discovered, {hooks.get('eligible', 0)} eligible, {len(skipped)} skipped, "
-        f"{len(failed)} failed)"
+        f"{len(failed)} failed{_by_status(hooks.get('statuses'))})"
     )
     lines += [f"  skipped  {item}" for item in skipped]
     lines += [f"  FAILED   {item}" for item in failed]
@@ -168,27 +168,49 @@ def cli_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _by_status(statuses: dict[str, int] | None) -> str:
+    """``: 3 ready, 1 disabled`` (empty when there are none)."""
+    if not statuses:
+        return ""
+    return ": " + ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
+
+
 def cli_reload(args: argparse.Namespace) -> int:
-    """``gatewayd reload``: reload config and hooks; a refused config is an error."""
+    """``gatewayd reload``: reload config and hooks. A refused config is an error; so is a
+    reload that went through with hooks that failed to load (exit 1 after the report)."""
     try:
-        result = _ask(args, {"op": "reload"}, WAIT_TIMEOUT_S)["result"]
+        reply = _ask(args, {"op": "reload"}, WAIT_TIMEOUT_S)
     except UserError as exc:
         if "[reload_refused]" in str(exc):
             raise UserError(f"reload refused, the running config stays: {exc}") from None
         raise
-    if args.json:
-        _print_json(result)
-        return 0
+    result = reply["result"]
     skipped, failed = result.get("skipped") or [], result.get("failed") or []
-    print(
-        f"reloaded: {result.get('registered', 0)} hooks registered "
-        f"({result.get('discovered', 0)} discovered, {result.get('eligible', 0)} eligible, "
-        f"{len(skipped)} skipped, {len(failed)} failed)"
-    )
-    for item in skipped:
-        print(f"  skipped  {item}")
-    for item in failed:
-        print(f"  FAILED   {item}", file=sys.stderr)
+    if args.json:
+        _print_json(result if "changes" not in reply else {**result, "changes": reply["changes"]})
+    else:
+        print(
+            f"reloaded: {result.get('registered', 0)} hooks registered "
+            f"({result.get('discovered', 0)} discovered, {result.get('eligible', 0)} eligible, "
+            f"{len(skipped)} skipped, {len(failed)} failed{_by_status(result.get('statuses'))})"
+        )
+        changes = reply.get("changes") or {}
+        for what in ("added", "changed", "removed"):
+            if changes.get(what):
+                print(f"  {what:<8} {', '.join(changes[what])}")
+        if changes.get("filesChanged"):
+            print(f"  files    {changes['filesChanged']} changed: {', '.join(changes['files'])}")
+        for item in skipped:
+            print(f"  skipped  {item}")
+        for item in failed:
+            print(f"  FAILED   {item}", file=sys.stderr)
+    if failed:
+        names = ", ".join(item.partition(":")[0] for item in failed)
+        n = len(failed)
+        raise UserError(
+            f"the reload went through, but {n} hook{'s' * (n != 1)} failed to load: {names} "
+            "(fix them and reload again; gatewayd hooks check shows why)"
+        )
     return 0
 
 

@@ -1,0 +1,92 @@
+"""What a reload says it did: files, hooks added / changed / removed / failed; exit codes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from tests.support.cli import gatewayd
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import WriteHook
+from tests.support.state import wait_until
+
+
+def reply(text: str) -> str:
+    return f"async def handler(event):\n    event.messages.append({text!r})\n"
+
+
+def test_reload_reports_changes_and_fails_on_failed_hooks(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    hooks = state_dir / "hooks"
+    write_hook(hooks, "alpha", events=["command:x"], handler=reply("a1"))
+    write_hook(hooks, "beta", events=["command:x"], handler=reply("b"))
+    write_hook(hooks, "off", events=["command:x"], handler=reply("off"))
+    daemon = start_daemon({"hooks": {"entries": {"off": {"enabled": False}}}})
+
+    (hooks / "alpha" / "handler.py").write_text(reply("a2"))
+    shutil.rmtree(hooks / "beta")
+    write_hook(hooks, "gamma", events=["command:x"], handler=reply("g"))
+    write_hook(hooks, "delta", events=["command:x"], handler="raise RuntimeError('broken')\n")
+    result = gatewayd(state_dir, "reload")
+    assert result.returncode == 1, result
+    out = result.stdout.splitlines()
+    assert out[0].startswith("reloaded: 6 hooks registered")  # with the 4 bundled
+    assert "1 disabled" in out[0] and "1 failed" in out[0]  # the statuses, by name
+    assert "  added    gamma" in out
+    assert "  changed  alpha" in out
+    assert "  removed  beta" in out
+    assert "  FAILED   delta: import failed: " in result.stderr
+    assert "error: the reload went through, but 1 hook failed to load: delta" in result.stderr
+
+    done = daemon.events("reload.done")[-1]
+    assert (done["result"], done["level"]) == ("partial", "warning")
+    changes = done["changes"]
+    assert (changes["added"], changes["changed"], changes["removed"]) == (
+        ["gamma"],
+        ["alpha"],
+        ["beta"],
+    )
+    assert [f.partition(":")[0] for f in changes["failed"]] == ["delta"]
+    assert changes["files"] == [] and changes["filesChanged"] == 0  # not from the watcher
+    with daemon.control() as control:
+        status = control.ok("status")["status"]
+        assert status["last_reload"]["result"] == "partial"
+        assert status["hooks"]["statuses"] == {"disabled": 1, "failed": 1, "ready": 6}
+        assert control.ok("trigger", event="command:x", sessionKey="s")["messages"] == [
+            "a2",
+            "g",
+        ]
+
+    write_hook(hooks, "delta", events=["command:x"], handler=reply("d"))
+    fixed = gatewayd(state_dir, "reload", "--json")
+    assert fixed.returncode == 0, fixed
+    doc = json.loads(fixed.stdout)
+    assert doc["failed"] == [] and doc["changes"]["added"] == ["delta"]
+    assert doc["changes"]["changed"] == doc["changes"]["removed"] == []
+    assert daemon.events("reload.done")[-1]["result"] == "ok"
+    assert gatewayd(state_dir, "status").stdout.count("1 disabled") == 1
+
+
+def test_a_watched_edit_names_the_files_and_the_hook(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    hooks = state_dir / "hooks"
+    write_hook(hooks, "alpha", events=["command:x"], handler=reply("a1"))
+    daemon = start_daemon(watch=True)
+    daemon.wait_log("watch.started")
+    handler = hooks / "alpha" / "handler.py"
+    handler.write_text(reply("a2"))
+
+    def changed_line() -> dict[str, object] | None:
+        for record in daemon.events("reload.done"):
+            if "alpha" in record.get("changes", {}).get("changed", []):
+                return record
+        return None
+
+    done = wait_until(changed_line, what="a reload.done naming alpha")
+    assert done["trigger"] == "watch"
+    assert str(handler) in done["changes"]["files"]
+    assert done["changes"]["filesChanged"] >= 1
+    assert len([r for r in daemon.events("reload.done") if r is done]) == 1
