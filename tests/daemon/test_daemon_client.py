@@ -79,7 +79,15 @@ def test_client_commands(write_hook: WriteHook, start_daemon: StartDaemon, state
     assert reload.returncode == 0, reload.stderr
     assert reload.stdout.startswith("reloaded: ")
     reload_json = json.loads(gatewayd(state_dir, "reload", "--json").stdout)
-    assert set(reload_json) == {"discovered", "eligible", "registered", "skipped", "failed"}
+    assert set(reload_json) == {
+        "discovered",
+        "eligible",
+        "registered",
+        "skipped",
+        "failed",
+        "statuses",
+        "changes",
+    }
     assert daemon.stop() == 0
 
 

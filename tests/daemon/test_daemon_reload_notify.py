@@ -77,7 +77,14 @@ def test_sighup_and_reload_op_pick_up_hooks_and_startup_fires_once(
 
         # The reload op returns the load summary.
         result = control.ok("reload")["result"]
-        assert set(result) == {"discovered", "eligible", "registered", "skipped", "failed"}
+        assert set(result) == {
+            "discovered",
+            "eligible",
+            "registered",
+            "skipped",
+            "failed",
+            "statuses",
+        }
         assert result["registered"] == status["hooks"]["registered"]
         status = control.ok("status")["status"]
         assert status["reloads"] == 2
