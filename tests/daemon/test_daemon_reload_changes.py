@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from tests.support.cli import gatewayd
 from tests.support.fixtures import StartDaemon
@@ -79,7 +80,7 @@ def test_a_watched_edit_names_the_files_and_the_hook(
     handler = hooks / "alpha" / "handler.py"
     handler.write_text(reply("a2"))
 
-    def changed_line() -> dict[str, object] | None:
+    def changed_line() -> dict[str, Any] | None:
         for record in daemon.events("reload.done"):
             if "alpha" in record.get("changes", {}).get("changed", []):
                 return record
