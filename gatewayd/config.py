@@ -79,6 +79,11 @@ class _Model(BaseModel):
 class ControlConfig(_Model):
     socket: Path | None = None
     """Control socket path; default ``<state>/run/gatewayd.sock``."""
+    max_connections: int = Field(256, ge=1)
+    """Open connections at once; one more gets the error ``busy`` and is closed."""
+    idle_timeout_ms: int = Field(300_000, ge=0)
+    """A connection that takes this long to send a whole request line, or to read a reply, is
+    closed (``idle_timeout``); time spent on hooks does not count. 0: never."""
 
 
 class QueueConfig(_Model):

@@ -188,6 +188,7 @@ class Gateway:
             self,
             config.paths.control_socket,
             private_dir=config.settings.gateway.control.socket is None,
+            limits=lambda: self.config.settings.gateway.control,
         )
         self.channels: list[Channel] = [control]
         self.notifier = Notifier()

@@ -33,6 +33,7 @@ import structlog
 from anyio.abc import SocketAttribute, SocketStream, TaskStatus
 
 from gatewayd.channels import ChannelHost
+from gatewayd.channels.admission import Admission, Conn
 from gatewayd.channels.protocol import (
     MAX_LINE,
     OPS,
@@ -44,6 +45,7 @@ from gatewayd.channels.protocol import (
     parse_request,
 )
 from gatewayd.channels.socketfile import SocketFile
+from gatewayd.config import ControlConfig
 from gatewayd.triggers import QueueClosed
 
 log = structlog.get_logger("gatewayd.control")
@@ -53,6 +55,8 @@ MAX_PENDING = 64
 
 REFUSE_LINGER_S = 2.0
 """How long a refused connection's read side stays open after the error reply."""
+LAST_WORD_S = 1.0
+"""Bound on sending the error that ends a connection (``idle_timeout``, ``internal``)."""
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -73,15 +77,22 @@ class ControlChannel:
 
     name = "control"
 
-    def __init__(self, host: ChannelHost, socket_path: Path, *, private_dir: bool = False) -> None:
-        """``private_dir``: see :class:`SocketFile`."""
+    def __init__(
+        self,
+        host: ChannelHost,
+        socket_path: Path,
+        *,
+        private_dir: bool = False,
+        limits: Callable[[], ControlConfig] = ControlConfig,
+    ) -> None:
+        """``private_dir``: see :class:`SocketFile`. ``limits``: the current
+        ``gateway.control`` settings (read on every use, so a reload applies at once)."""
         self.host = host
         self.file = SocketFile(socket_path, private_dir=private_dir)
+        self.admission = Admission(limits)
         self.listening = False
         self._accept_scope: anyio.CancelScope | None = None
         self._closing = False
-        self._peers: set[socket.socket] = set()
-        """Sockets of the open connections; stop_accepting() shuts their read side."""
         self._ops: dict[str, Handler] = {
             "ping": self._op_ping,
             "status": self._op_status,
@@ -105,7 +116,7 @@ class ControlChannel:
             "name": self.name,
             "address": str(self.path),
             "listening": self.listening,
-            "connections": len(self._peers),
+            "connections": len(self.admission.conns),
         }
 
     def claim(self) -> None:
@@ -124,7 +135,9 @@ class ControlChannel:
                 with anyio.CancelScope() as self._accept_scope:
                     if self._closing:
                         self._accept_scope.cancel()
-                    await self._accept_loop(listener, connections)
+                    async with anyio.create_task_group() as accepting:
+                        accepting.start_soon(self.admission.reap_idle)
+                        await self._accept_loop(listener, connections)
         finally:
             self.listening = False
             with anyio.CancelScope(shield=True):
@@ -136,13 +149,11 @@ class ControlChannel:
         self, listener: anyio.abc.SocketListener, connections: anyio.abc.TaskGroup
     ) -> None:
         while True:
-            try:
-                stream = await listener.accept()
-            except OSError as exc:  # EMFILE and friends: back off, keep serving
-                log.error("control.accept_failed", error=str(exc))
-                await anyio.sleep(0.1)
-                continue
-            connections.start_soon(self._connection, stream)
+            stream, admitted = await self.admission.accept(listener)
+            if admitted:
+                connections.start_soon(self._connection, stream)
+            else:
+                connections.start_soon(self._busy, stream)
 
     def stop_accepting(self) -> None:
         """Close the socket to new connections and stop reading from idle ones."""
@@ -150,33 +161,79 @@ class ControlChannel:
         if self._accept_scope is not None:
             self._accept_scope.cancel()
         self.file.remove()
-        for peer in self._peers:
+        for peer in self.admission.conns:
             # No more requests: a pending read sees EOF; a request in progress still finishes
             # and gets its reply (the write side stays open).
             with contextlib.suppress(OSError):
                 peer.shutdown(socket.SHUT_RD)
 
     # -- connections --------------------------------------------------------------------------
+    # Whatever happens on one connection ends at most that connection: every exception is
+    # caught here (and answered ``internal`` when the socket still takes a reply), never
+    # passed up to the task group that holds every connection and the listener.
 
     async def _connection(self, stream: SocketStream) -> None:
-        raw = stream.extra(SocketAttribute.raw_socket)
-        self._peers.add(raw)
+        conn: Conn | None = None
         try:
             async with stream:
-                pid, uid = peer_uid(raw)
-                if uid not in (os.getuid(), 0):
-                    log.warning("control.forbidden", peer_pid=pid, peer_uid=uid)
-                    await self._refuse(
+                conn = self.admission.admit(stream.extra(SocketAttribute.raw_socket))
+                with conn.scope:
+                    await self._guarded(stream, conn)
+                if conn.timed_out:
+                    limit = self.admission.limits().idle_timeout_ms
+                    log.info("control.idle_timeout", idle_timeout_ms=limit)
+                    await self._last_word(
                         stream,
-                        "forbidden",
-                        f"uid {uid} may not use this socket: only uid {os.getuid()} or root",
+                        "idle_timeout",
+                        f"no complete request line, or reply not read, within {limit} ms "
+                        "(gateway.control.idleTimeoutMs); connection closed",
                     )
-                    return
-                await self._serve_connection(stream)
+        except Exception as exc:  # closing the stream failed, or a bug above: log, carry on
+            log.error("control.connection_failed", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            if conn is not None:
+                self.admission.release(conn)
+
+    async def _guarded(self, stream: SocketStream, conn: Conn) -> None:
+        try:
+            pid, uid = peer_uid(conn.raw)
+            if uid not in (os.getuid(), 0):
+                log.warning("control.forbidden", peer_pid=pid, peer_uid=uid)
+                await self._refuse(
+                    stream,
+                    "forbidden",
+                    f"uid {uid} may not use this socket: only uid {os.getuid()} or root",
+                )
+                return
+            await self._serve_connection(stream, conn)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
             pass  # the client went away mid-reply
+        except Exception as exc:
+            log.exception("control.connection_failed", error=f"{type(exc).__name__}: {exc}")
+            await self._last_word(stream, "internal", f"{type(exc).__name__}: {exc}")
+
+    async def _last_word(self, stream: SocketStream, code: str, message: str) -> None:
+        """One error reply before closing, if the client takes it within a second."""
+        with anyio.move_on_after(LAST_WORD_S), contextlib.suppress(Exception):
+            await stream.send(encode(error(None, code, message)))
+
+    async def _busy(self, stream: SocketStream) -> None:
+        """Answer a connection over ``maxConnections`` with ``busy`` and close it."""
+        self.admission.refusing(+1)
+        try:
+            async with stream:
+                limit = self.admission.limits().max_connections
+                with anyio.move_on_after(REFUSE_LINGER_S):
+                    await self._refuse(
+                        stream,
+                        "busy",
+                        f"{limit} connections are open (gateway.control.maxConnections): "
+                        "retry later, or close idle connections",
+                    )
+        except Exception:
+            pass  # the client left; nothing to tell
         finally:
-            self._peers.discard(raw)
+            self.admission.refusing(-1)
 
     async def _refuse(self, stream: SocketStream, code: str, message: str) -> None:
         """Answer a connection we will not serve with one error, then close it.
@@ -192,10 +249,11 @@ class ControlChannel:
                 while True:
                     await stream.receive(READ_CHUNK)
 
-    async def _serve_connection(self, stream: SocketStream) -> None:
+    async def _serve_connection(self, stream: SocketStream, conn: Conn) -> None:
         # Replies to a pipelining client are written in batches: a reply is held back while the
         # next request is already buffered (up to MAX_PENDING replies), and everything held is
         # written before waiting for more input or on hooks, so no reply waits on a slow one.
+        # The connection is "stalled" (the idle timeout runs) only while waiting on the client.
         lines = LineReader(stream)
         pending: list[bytes] = []
 
@@ -203,31 +261,36 @@ class ControlChannel:
             if pending:
                 data = b"".join(pending)
                 pending.clear()
+                conn.stall()
                 await stream.send(data)
+                conn.unstall()
 
         while not self._closing:
             if pending and (len(pending) >= MAX_PENDING or not lines.buffered()):
                 await flush()
+            conn.stall()
             try:
                 line = await lines.read()  # stop_accepting() ends this with EOF (SHUT_RD)
             except anyio.EndOfStream:
                 break
+            conn.unstall()
             if self._closing:
                 break  # read after the stop: not accepted
             reply = await self._reply(line, flush)
             session_key = reply.pop(_SUBSCRIBE, None)
-            pending.append(self._encode(reply))
+            pending.append(encode(reply))
             if session_key is not None:
                 await flush()
-                await self._stream_session(stream, lines, session_key)
+                await self._stream_session(stream, lines, conn, session_key)
                 return
         await flush()
 
     async def _stream_session(
-        self, stream: SocketStream, lines: LineReader, session_key: str
+        self, stream: SocketStream, lines: LineReader, conn: Conn, session_key: str
     ) -> None:
         """After ``subscribe``: write the session's outbound messages as they are sent, one JSON
-        line each, until the client closes its end (or the daemon stops)."""
+        line each, until the client closes its end (or the daemon stops). A subscriber may be
+        quiet for as long as it likes; one that stops reading is cut off by the idle timeout."""
         with self.host.subscribe(session_key) as messages:
             async with anyio.create_task_group() as tg:
 
@@ -241,32 +304,28 @@ class ControlChannel:
 
                 tg.start_soon(until_eof)
                 async for item in messages:
-                    await stream.send(self._encode(item))
-
-    @staticmethod
-    def _encode(reply: dict[str, Any]) -> bytes:
-        try:
-            return encode(reply)
-        except (TypeError, ValueError) as exc:  # e.g. a circular structure from a hook
-            return encode(error(reply.get("id"), "internal", f"reply not serialisable: {exc}"))
+                    conn.stall()
+                    await stream.send(encode(item))
+                    conn.unstall()
 
     async def _reply(
         self, line: bytes | None, before_waiting: Callable[[], Awaitable[None]]
     ) -> dict[str, Any]:
         if line is None:
             return error(None, "line_too_long", f"request line over {MAX_LINE} bytes; discarded")
+        req_id: Any = None
+        op = "?"
         try:
             req_id, op, args, waits = parse_request(line)
-        except RequestError as exc:
-            return error(exc.req_id, exc.code, str(exc))
-        try:
             if waits:
                 await before_waiting()  # this one waits on hooks: send what is ready first
             result = await self._ops[op](args)
         except RequestError as exc:
-            return error(req_id, exc.code, str(exc))
+            return error(exc.req_id if req_id is None else req_id, exc.code, str(exc))
         except QueueClosed as exc:
             return error(req_id, "shutting_down", str(exc))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            raise  # before_waiting() found the client gone: end the connection
         except Exception as exc:
             log.exception("control.op_failed", op=op, error=str(exc))
             return error(req_id, "internal", f"{type(exc).__name__}: {exc}")

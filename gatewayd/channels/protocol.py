@@ -13,7 +13,9 @@ or false, got str ("yes")``.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -41,13 +43,78 @@ def error(req_id: Any, code: str, message: str) -> dict[str, Any]:
     return {"id": req_id, "ok": False, "error": {"code": code, "message": message}}
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
-"""Built once: ``json.dumps`` with options builds a new encoder on every call (measured)."""
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON: send finite numbers (or null)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999; NaN cannot be written as a JSON number
+        raise ValueError(f"number {text[:40]} is out of range: send finite numbers (or null)")
+    return value
+
+
+# Built once: json.loads/json.dumps with options build a new decoder/encoder on every call.
+_DECODER = json.JSONDecoder(parse_constant=_not_json, parse_float=_finite)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str)
+_ASCII_ENCODER = json.JSONEncoder(ensure_ascii=True, allow_nan=False, default=str)
 
 
 def encode(reply: dict[str, Any]) -> bytes:
-    """One reply line; values that are not JSON (a Path, a handle) are stringified."""
-    return (_ENCODER.encode(reply) + "\n").encode()
+    """One reply line, always valid UTF-8 JSON; never raises.
+
+    Values that are not JSON are sent as text: objects (a Path, a handle) as ``str()``, NaN and
+    infinities as ``"nan"``/``"inf"``, mapping keys that are not strings as ``str()``; strings
+    UTF-8 cannot carry (lone surrogates, from a request's id or a hook's value) are sent
+    ``\\u``-escaped, which decodes to the same string. A reply that still cannot be encoded (a
+    circular or too deeply nested structure, a ``__str__`` that raises) becomes an ``internal``
+    error with the same id, or with id null when the id is the problem.
+    """
+    try:
+        return (_ENCODER.encode(reply) + "\n").encode()
+    except Exception:  # the rare reply: the slow path below says what was wrong
+        pass
+    try:
+        return (_ASCII_ENCODER.encode(_plain(reply)) + "\n").encode()
+    except Exception as exc:  # whatever a hook's value does, the client gets a reply
+        return _unserialisable(reply, exc)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with non-finite floats and non-string keys made text (the others pass)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {_key(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool | int):
+        return json.dumps(key)  # what json itself does with these keys
+    return str(key)
+
+
+def _unserialisable(reply: dict[str, Any], exc: Exception) -> bytes:
+    message = f"reply not serialisable: {type(exc).__name__}: {_text(exc)}"
+    for req_id in (reply.get("id"), None):
+        with contextlib.suppress(Exception):
+            return (_ASCII_ENCODER.encode(error(req_id, "internal", message)) + "\n").encode()
+    return (
+        _ASCII_ENCODER.encode(error(None, "internal", "reply not serialisable")) + "\n"
+    ).encode()
+
+
+def _text(exc: BaseException) -> str:
+    """``str(exc)``, bounded, even when the exception's own ``__str__`` fails."""
+    try:
+        return str(exc)[:300]
+    except Exception:  # a broken __str__
+        return "(no message)"
 
 
 # -- declared requests ----------------------------------------------------------------------------
@@ -152,10 +219,13 @@ plain tuple: building a NamedTuple or an object per request cost more than the c
 
 
 def _mistyped(field: Field, value: Any) -> RequestError:
+    try:
+        shown = f" ({_ASCII_ENCODER.encode(value)[:60]})"
+    except (RecursionError, ValueError):  # too deep to show
+        shown = ""
     return RequestError(
         "bad_request",
-        f"field {field.name!r} must be {field.describe()}, got {type(value).__name__} "
-        f"({json.dumps(value)[:60]})",
+        f"field {field.name!r} must be {field.describe()}, got {type(value).__name__}{shown}",
     )
 
 
@@ -169,11 +239,17 @@ _ABSENT: Any = object()
 def parse_request(line: bytes) -> Request:
     """Decode and validate one request line; raise :class:`RequestError` (id set when known)."""
     try:
-        req = json.loads(line)
-    except ValueError as exc:  # UnicodeDecodeError included
+        req = _DECODER.decode(line.decode())
+    except UnicodeDecodeError as exc:
+        raise RequestError("bad_json", f"not UTF-8: {exc}") from None
+    except ValueError as exc:
         if not line.strip():
             raise RequestError("bad_request", "empty line: send one JSON object per line") from None
         raise RequestError("bad_json", f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise RequestError(
+            "bad_json", "nested too deeply to decode: send flatter JSON (a few levels deep)"
+        ) from None
     if type(req) is not dict:
         raise RequestError(
             "bad_request", f"a request must be a JSON object, got {type(req).__name__}"
@@ -215,6 +291,7 @@ class LineReader:
 
     :meth:`read` returns the next line, ``None`` for a line that was too long (its bytes are
     discarded up to the next newline), and raises ``anyio.EndOfStream`` when the peer is done.
+    A last request the peer ends with EOF instead of a newline is still a line.
     """
 
     def __init__(self, stream: SocketStream) -> None:
@@ -222,6 +299,7 @@ class LineReader:
         self._buf = bytearray()
         self._start = 0  # consumed prefix of _buf, dropped only when more data is needed
         self._discarding = False
+        self._eof = False
 
     def buffered(self) -> bool:
         """Whether a whole line is already buffered (read() will not wait)."""
@@ -247,8 +325,19 @@ class LineReader:
                 return None
             del buf[: self._start]
             self._start = 0
+            if self._eof:
+                raise anyio.EndOfStream
             try:
                 chunk = await self._stream.receive(READ_CHUNK)
+            except anyio.EndOfStream:
+                # The peer is done sending (closed, or shut its write side down): a last request
+                # without a newline is still answered. Whitespace alone is not a request.
+                self._eof = True
+                if self._discarding or not buf.strip():
+                    raise
+                line = bytes(buf)
+                del buf[:]
+                return line
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 raise anyio.EndOfStream from None
             buf += chunk
