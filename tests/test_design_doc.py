@@ -76,6 +76,7 @@ def test_every_control_op_is_documented(start_daemon: StartDaemon) -> None:
     documented = {cell for cell, row in rows.items() if re.fullmatch(r"[a-z_]+", cell)}
     documented -= {"bad_json", "bad_request", "line_too_long", "unknown_op", "unknown_event"}
     documented -= {"reload_refused", "shutting_down", "forbidden", "internal"}
+    documented -= {"busy", "idle_timeout"}
     missing = sorted(ops - documented)
     assert not missing, (
         "docs/design.md section 3 (Wire protocol): add a row "
@@ -91,7 +92,8 @@ def test_every_control_op_is_documented(start_daemon: StartDaemon) -> None:
 
 def test_the_error_code_table_lists_the_codes_the_protocol_docstring_names() -> None:
     rows = first_cells(section("Wire protocol (the control socket)"))
-    for code in ("bad_json", "bad_request", "line_too_long", "unknown_op", "unknown_event"):
+    codes = ("bad_json", "bad_request", "line_too_long", "unknown_op", "unknown_event")
+    for code in (*codes, "busy", "idle_timeout"):
         assert code in rows, f"docs/design.md section 3: add a row for the error code `{code}`"
 
 

@@ -59,7 +59,7 @@ def strict(line: bytes) -> dict[str, Any]:
 def exchange(control: Control, payload: bytes) -> list[dict[str, Any]]:
     """Send ``payload`` (complete lines) and a ping; the replies before the pong."""
     control.send_raw(payload + PING)
-    replies = []
+    replies: list[dict[str, Any]] = []
     while True:
         line = control.file.readline()
         assert line.endswith(b"\n"), f"connection ended after {len(replies)} replies: {line!r}"
