@@ -208,6 +208,9 @@ class HooksConfig(_Model):
     """How deep a chain of events that handlers cause (deliver/send/trigger) may go."""
     record_blocked: Bool = False
     """Write inbound messages a ``message:received`` handler blocked to the transcript."""
+    max_abandoned_threads: int = Field(16, ge=1)
+    """Threads of timed-out sync handlers that may still run before no new sync handler is
+    started (Python cannot stop a thread)."""
     entries: dict[str, HookEntry] = {}
     load: HooksLoadConfig = HooksLoadConfig()
     handlers: list[LegacyHandler] = []

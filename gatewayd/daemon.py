@@ -34,12 +34,13 @@ import anyio
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from gatewayd import __version__
+from gatewayd import __version__, guards
 from gatewayd.channels import Channel, ChannelError
 from gatewayd.channels.control import ControlChannel
 from gatewayd.commands import CommandRouter, Inbound, Reply, parse_command
 from gatewayd.config import Config, ConfigError, load_config
 from gatewayd.exits import EXIT_FAILED, EXIT_OK
+from gatewayd.guards import ProcessGuards
 from gatewayd.hooks.capture import capture_hook_output
 from gatewayd.hooks.cfgview import public_cfg
 from gatewayd.hooks.changes import Fingerprint, fingerprints, load_changes
@@ -164,6 +165,7 @@ class Gateway:
         self.config_arg = config_arg
         """``--config`` as given: reloads re-resolve the file the same way the start did."""
         self.registry = registry if registry is not None else HookRegistry(code=code_hooks)
+        self.registry.max_abandoned_threads = config.settings.hooks.max_abandoned_threads
         self.handle = HookGateway(self)
         """What hooks may use of this gateway."""
         self.loader = HookLoader(gateway=self.handle)
@@ -421,6 +423,7 @@ class Gateway:
         return {
             "events": dict(self.registry.event_counts),
             "queue": self.dispatcher.stats(),
+            "threads": self.registry.hook_threads().stats(),
             "hooks": self.registry.stats(),
             "reloads": dict(self.reload_results),
             "loop_stalls": self.lag.stalls if self.lag is not None else 0,
@@ -466,6 +469,7 @@ class Gateway:
             "channels": [channel.describe() for channel in self.channels],
             "hooks": summary,
             "queue": self.dispatcher.stats(),
+            "threads": self.registry.hook_threads().stats(),
             "sessions": len(self.sessions),
             "reloads": self.reloads,
             "last_reload": self.last_reload,
@@ -592,6 +596,8 @@ class Gateway:
                 note="these settings keep their old values until gatewayd restarts",
             )
         self.queue.resize(config.settings.gateway.queue.capacity)
+        self.registry.max_abandoned_threads = config.settings.hooks.max_abandoned_threads
+        self.registry.hook_threads().max_abandoned = config.settings.hooks.max_abandoned_threads
         self.sessions.limits = _transcript_limits(config)
         configure_logs(config, *self._log_overrides)
         self.config = config
@@ -639,9 +645,18 @@ class Gateway:
         if self.loop_name != "uvloop":
             log.warning("gateway.loop_fallback", loop=self.loop_name, note="uvloop not installed")
         bind_loop_thread()
+        process_guards = ProcessGuards(lambda: [fd for ch in self.channels for fd in ch.fds()])
+        process_guards.install()
+        try:
+            return await self._serve(process_guards)
+        finally:
+            process_guards.uninstall()
+
+    async def _serve(self, process_guards: ProcessGuards) -> int:
         async with anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(self._watch_signals)
+            tg.start_soon(process_guards.watch)
             if self.lag is not None:
                 await tg.start(self.lag.run)
             if (interval := watchdog_interval()) is not None:
@@ -651,6 +666,7 @@ class Gateway:
                 started = await self._start(tg)
             self._startup_scope = None
             if started:
+                assert self._stop is not None
                 await self._stop.wait()
             await self._shutdown()
             tg.cancel_scope.cancel()
@@ -774,7 +790,7 @@ class Gateway:
             channel.stop_accepting()
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(EXIT_FAILED)
+        guards.real_exit(EXIT_FAILED)  # not the guarded os._exit: this one is ours
 
     async def _shutdown(self) -> None:
         reason = self._stop_reason or "request"

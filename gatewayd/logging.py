@@ -30,6 +30,7 @@ import logging.handlers
 import os
 import sys
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -62,6 +63,14 @@ class SafeLogger:
         self._lock = threading.Lock()
         self.broken = False
         self.dropped = 0
+        _LOGGERS.add(self)
+
+    def resume(self, fds: list[int]) -> None:
+        """Write again if this logger's descriptor is one of ``fds`` (restored by the process
+        guards after a hook closed it: see :mod:`gatewayd.guards`)."""
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            if self._stream.fileno() in fds:
+                self.broken = False
 
     def msg(self, message: str) -> None:
         with self._lock:
@@ -92,6 +101,15 @@ class SafeLogger:
             # Drop whatever the text layer still buffers: it would fail again at exit.
             with contextlib.suppress(OSError, ValueError):
                 self._stream.flush()
+
+
+_LOGGERS: weakref.WeakSet[SafeLogger] = weakref.WeakSet()
+
+
+def resume_logging(fds: list[int]) -> None:
+    """Every :class:`SafeLogger` writing to one of ``fds`` writes again."""
+    for logger in list(_LOGGERS):
+        logger.resume(fds)
 
 
 class SafeLoggerFactory:

@@ -99,5 +99,9 @@ class Channel(Protocol):
         """``{name, address, listening, connections}`` for ``status``."""
         ...
 
+    def fds(self) -> list[int]:
+        """Descriptors a process forked by a hook must close (locks, listeners, clients)."""
+        ...
+
 
 __all__ = ["Channel", "ChannelError", "ChannelHost"]

@@ -123,6 +123,14 @@ class ControlChannel:
         """Take the socket's lock early (see :meth:`SocketFile.claim`)."""
         self.file.claim()
 
+    def fds(self) -> list[int]:
+        """Descriptors a forked child must not keep: the lock, the listener, the clients."""
+        peers = []
+        for sock in list(self._peers):
+            with contextlib.suppress(OSError, ValueError):
+                peers.append(sock.fileno())
+        return [*self.file.fds(), *(fd for fd in peers if fd >= 0)]
+
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Bind the socket, report started, accept connections until cancelled."""
         sock = self.file.bind()

@@ -40,6 +40,12 @@ class SocketFile:
         self.path = path
         self.private_dir = private_dir
         self._lock_fd: int | None = None
+        self._listen_fd: int | None = None
+
+    def fds(self) -> list[int]:
+        """The lock's and the listening socket's descriptors (closed in a forked child, so a
+        process a hook forks never holds the lock or the socket after the daemon is gone)."""
+        return [fd for fd in (self._lock_fd, self._listen_fd) if fd is not None]
 
     @property
     def lock_path(self) -> Path:
@@ -74,6 +80,7 @@ class SocketFile:
                 os.chmod(path, 0o600)
                 sock.listen(BACKLOG)
                 sock.setblocking(False)
+                self._listen_fd = sock.fileno()
             except BaseException:
                 sock.close()
                 raise

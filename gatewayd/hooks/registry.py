@@ -29,12 +29,12 @@ from time import perf_counter
 from typing import Any, NamedTuple
 
 import anyio
-from anyio import CapacityLimiter
 
 from gatewayd.hooks.events import HookEvent, parse_event_key
 from gatewayd.hooks.handlers import DEFAULT_PRIORITY, Handler, HandlerKind, make_handler
 from gatewayd.hooks.results import merge_result
 from gatewayd.hooks.runners import (
+    HookThreads,
     Outcome,
     finish_async,
     report_failure,
@@ -165,7 +165,9 @@ class HookRegistry:
         self.background = False
         """True when any handler runs in the background (the dispatcher then looks for them)."""
         self._hook_threads = hook_threads
-        self._limiter: CapacityLimiter | None = None
+        self._threads: HookThreads | None = None
+        self.max_abandoned_threads = 16
+        """``hooks.maxAbandonedThreads`` (set by the gateway on every load)."""
 
     def register(
         self,
@@ -244,11 +246,11 @@ class HookRegistry:
         self._plans[key] = tuple(h for h in ordered if not h.background)
         self._background[key] = tuple(h for h in ordered if h.background)
 
-    def thread_limiter(self) -> CapacityLimiter:
-        """The capacity limiter of the worker threads sync handlers run in."""
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(self._hook_threads)
-        return self._limiter
+    def hook_threads(self) -> HookThreads:
+        """The worker threads sync handlers run in (created on the event loop, on first use)."""
+        if self._threads is None:
+            self._threads = HookThreads(self._hook_threads, self.max_abandoned_threads)
+        return self._threads
 
     async def dispatch(self, event: HookEvent) -> DispatchReport:
         """Run every handler for ``event`` in order; failures are logged and counted, never
@@ -332,7 +334,7 @@ class HookRegistry:
                     handler,
                     event,
                     handler.timeout_s or self.default_timeout_s,
-                    self.thread_limiter(),
+                    self.hook_threads(),
                 )
             elif handler.kind is _NODE:
                 outcome = await handler.node.run(event, handler.timeout_s or self.default_timeout_s)

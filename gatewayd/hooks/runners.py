@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import signal
+import threading
 import types
 from collections.abc import Coroutine, Generator
 from enum import Enum
@@ -20,7 +21,6 @@ from typing import Any
 
 import anyio
 import structlog
-from anyio import CapacityLimiter
 
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.handlers import Handler
@@ -30,6 +30,9 @@ from gatewayd.hooks.stats import error_location, running, thread_hook
 log = structlog.get_logger("gatewayd.hooks")
 
 MAX_COMMAND_OUTPUT = 1 << 20  # bytes kept from a command hook's stdout (and stderr)
+COMMAND_LINGER_S = 0.5
+"""How long a command hook's output pipes may stay open after it exited (held by a child it
+left in the background) before that process group is killed."""
 
 
 class Outcome(Enum):
@@ -98,8 +101,13 @@ async def finish_async(
 @types.coroutine
 def _resume(coro: Any, yielded: Any, hook: str) -> Generator[Any, Any, Any]:
     """Continue a handler's coroutine in the calling task (as ``eager.resume`` does), with
-    ``running.hook`` naming it while each of its steps runs."""
+    ``running.hook`` naming it while each of its steps runs.
+
+    A coroutine that swallows the cancellation thrown into it (its timeout, or the shutdown)
+    and suspends again is abandoned there: closed, and the cancellation raised on, so that
+    neither the timeout nor the shutdown waits on it."""
     slot = running
+    cancelled = anyio.get_cancelled_exc_class()
     while True:
         try:
             sent = yield yielded
@@ -111,6 +119,15 @@ def _resume(coro: Any, yielded: Any, hook: str) -> Generator[Any, Any, Any]:
                 return stop.value
             finally:
                 slot.hook = None
+            if isinstance(exc, cancelled):  # it caught the cancellation and carried on
+                log.error(
+                    "hook.ignored_cancel",
+                    hook=hook,
+                    fix="let asyncio.CancelledError propagate (clean up in finally:)",
+                )
+                with contextlib.suppress(RuntimeError):  # "coroutine ignored GeneratorExit"
+                    coro.close()
+                raise
         else:
             slot.hook = hook
             try:
@@ -121,29 +138,101 @@ def _resume(coro: Any, yielded: Any, hook: str) -> Generator[Any, Any, Any]:
                 slot.hook = None
 
 
-def _invoke_in_thread(handler: Handler, event: HookEvent) -> Any:
+class HookThreads:
+    """The worker threads sync handlers run in: at most ``size`` at once (a capacity limiter),
+    and at most ``max_abandoned`` left running by handlers that timed out.
+
+    Python cannot stop a thread, so a sync handler past its timeout keeps its thread until it
+    returns, outside the limiter. Once ``max_abandoned`` such threads still run, no new sync
+    handler is started (its call fails at once, counted in :attr:`refused`) until one ends:
+    a hook that hangs forever costs a bounded number of threads, not all of them.
+    """
+
+    def __init__(self, size: int, max_abandoned: int = 16) -> None:
+        self.limiter = anyio.CapacityLimiter(size)
+        self.max_abandoned = max_abandoned
+        self.abandoned = 0
+        """Threads of timed-out handlers that are still running."""
+        self.refused = 0
+        """Sync handler calls not started because too many threads were abandoned."""
+        self._lock = threading.Lock()
+
+    def abandon(self, call: _ThreadCall) -> None:
+        with self._lock:
+            if not call.done:
+                call.abandoned = True
+                self.abandoned += 1
+
+    def finished(self, call: _ThreadCall) -> None:
+        with self._lock:
+            call.done = True
+            if call.abandoned:
+                self.abandoned -= 1
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "size": int(self.limiter.total_tokens),
+            "busy": self.limiter.borrowed_tokens,
+            "abandoned": self.abandoned,
+            "refused": self.refused,
+        }
+
+
+class _ThreadCall:
+    __slots__ = ("abandoned", "done")
+
+    def __init__(self) -> None:
+        self.abandoned = False
+        self.done = False
+
+
+def _invoke_in_thread(
+    handler: Handler, event: HookEvent, threads: HookThreads, call: _ThreadCall
+) -> Any:
     token = thread_hook.set(handler.hook)
     try:
         return handler.invoke(event)
     finally:
         thread_hook.reset(token)
+        threads.finished(call)
 
 
 async def run_sync(
-    handler: Handler, event: HookEvent, timeout_s: float, limiter: CapacityLimiter
+    handler: Handler, event: HookEvent, timeout_s: float, threads: HookThreads
 ) -> Outcome:
-    """Run a sync handler in a worker thread; on timeout the thread is abandoned, not joined."""
+    """Run a sync handler in a worker thread; on timeout the thread is abandoned, not joined
+    (and counted: see :class:`HookThreads`)."""
+    if threads.abandoned >= threads.max_abandoned:
+        threads.refused += 1
+        log.error(
+            "hook.thread_refused",
+            hook=handler.hook,
+            event_key=event.key,
+            abandoned=threads.abandoned,
+            fix="a sync hook keeps timing out and its threads still run: fix or disable it "
+            "(gatewayd hooks list --daemon shows which), or raise hooks.maxAbandonedThreads",
+        )
+        return Outcome.ERROR
     cancelled = anyio.get_cancelled_exc_class()
+    call = _ThreadCall()
     try:
         with anyio.move_on_after(timeout_s) as scope:
             value = await anyio.to_thread.run_sync(
-                _invoke_in_thread, handler, event, limiter=limiter, abandon_on_cancel=True
+                _invoke_in_thread,
+                handler,
+                event,
+                threads,
+                call,
+                limiter=threads.limiter,
+                abandon_on_cancel=True,
             )
     except cancelled:
+        threads.abandon(call)
         raise
     except BaseException as exc:
         return report_failure(handler, event, exc)
     if scope.cancelled_caught:
+        threads.abandon(call)
         return report_timeout(handler, event, timeout_s)
     if value is not None:
         merge_result(event, handler.hook, value)
@@ -166,10 +255,13 @@ def parse_command_output(stdout: str) -> tuple[list[str], Any]:
     return [line for line in stdout.splitlines() if line.strip()], None
 
 
-async def _read_capped(stream: Any, sink: bytearray) -> None:
-    async for chunk in stream:
-        if len(sink) < MAX_COMMAND_OUTPUT:
-            sink.extend(chunk[: MAX_COMMAND_OUTPUT - len(sink)])
+async def _read_capped(stream: Any, sink: bytearray, drained: anyio.Event) -> None:
+    try:
+        async for chunk in stream:
+            if len(sink) < MAX_COMMAND_OUTPUT:
+                sink.extend(chunk[: MAX_COMMAND_OUTPUT - len(sink)])
+    finally:
+        drained.set()
 
 
 def _kill_group(pid: int) -> None:
@@ -204,13 +296,31 @@ async def run_command(handler: Handler, event: HookEvent, timeout_s: float) -> O
         with anyio.move_on_after(timeout_s) as scope:
             async with anyio.create_task_group() as tg:
                 assert process.stdout and process.stderr and process.stdin
-                tg.start_soon(_read_capped, process.stdout, stdout)
-                tg.start_soon(_read_capped, process.stderr, stderr)
+                drained = [anyio.Event(), anyio.Event()]
+                tg.start_soon(_read_capped, process.stdout, stdout, drained[0])
+                tg.start_soon(_read_capped, process.stderr, stderr, drained[1])
                 # A hook that never reads stdin is allowed.
                 with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                     await process.stdin.send(payload)
                 await process.stdin.aclose()
                 await process.wait()
+                # The hook exited. A child it left running in the background may still hold
+                # its stdout/stderr open: that child must not hold the event (or the daemon's
+                # exit) hostage, so past a short linger the group is killed.
+                with anyio.move_on_after(COMMAND_LINGER_S) as linger:
+                    for done in drained:
+                        await done.wait()
+                if linger.cancelled_caught:
+                    _kill_group(process.pid)
+                    log.warning(
+                        "hook.command_orphans",
+                        hook=handler.hook,
+                        command=str(handler.command),
+                        fix="a process it started in the background kept its stdout/stderr "
+                        "open and was killed; redirect its output (>/dev/null 2>&1) or "
+                        "detach it (setsid) if it must outlive the hook",
+                    )
+                    tg.cancel_scope.cancel()
     except cancelled:
         _kill_group(process.pid)
         with anyio.CancelScope(shield=True):

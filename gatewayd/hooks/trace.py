@@ -138,7 +138,7 @@ async def run_traced(
         if handler.kind is HandlerKind.ASYNC:
             outcome = await _run_async(handler, event, timeout_s)
         elif handler.kind is HandlerKind.SYNC:
-            outcome = await run_sync(handler, event, timeout_s, registry.thread_limiter())
+            outcome = await run_sync(handler, event, timeout_s, registry.hook_threads())
         elif handler.kind is HandlerKind.NODE:
             outcome = await handler.node.run(event, timeout_s)
         else:

@@ -1,0 +1,178 @@
+"""Issue 13, class 4: a hook cannot wedge the daemon. Each test runs a real ``gatewayd run``
+with a hook that misbehaves in one way, and checks the daemon goes on answering."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import WriteHook
+from tests.support.state import wait_until
+
+HANGS = """
+import time
+def handler(event):
+    time.sleep(60)
+"""
+
+
+def test_timed_out_sync_hooks_hold_a_bounded_number_of_threads(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    write_hook(
+        state_dir / "hooks",
+        "hangs",
+        events=["command:hang"],
+        handler=HANGS,
+        meta={"timeoutMs": 200},
+    )
+    daemon = start_daemon({"hooks": {"maxAbandonedThreads": 2}})
+    with daemon.control() as ctl:
+        for _ in range(4):
+            ctl.ok("message", sessionKey="s", text="/hang")
+        threads = ctl.ok("status")["status"]["threads"]
+        assert threads["abandoned"] == 2  # the two that timed out still run; no more started
+        assert threads["refused"] >= 2  # (the bundled command-logger is a sync hook too)
+        assert ctl.ok("ping")["pong"] is True
+    assert len(daemon.events("hook.timeout")) == 2
+    refused = [e for e in daemon.events("hook.thread_refused") if e["hook"] == "hangs"]
+    assert len(refused) == 2 and "maxAbandonedThreads" in refused[0]["fix"]
+
+
+SWALLOWS = """
+import asyncio
+async def handler(event):
+    while True:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            pass  # ignores its timeout, and the shutdown
+"""
+
+
+def test_an_async_hook_that_swallows_cancellation_is_abandoned(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    write_hook(
+        state_dir / "hooks",
+        "stubborn",
+        events=["command:stuck"],
+        handler=SWALLOWS,
+        meta={"timeoutMs": 300},
+    )
+    daemon = start_daemon()
+    began = time.monotonic()
+    with daemon.control() as ctl:
+        assert ctl.ok("message", sessionKey="s", text="/stuck")["messages"] == []
+        answered = time.monotonic() - began
+        assert ctl.ok("ping")["pong"] is True
+    assert answered < 20  # never waits for the 10 s sleeps it keeps starting
+    assert daemon.wait_log("hook.ignored_cancel")["hook"] == "stubborn"
+    assert daemon.wait_log("hook.timeout")["hook"] == "stubborn"
+    # A second one in flight at shutdown does not hold the exit either.
+    with daemon.control() as ctl:
+        ctl.request("trigger", event="command:stuck", sessionKey="t", wait=False)
+    time.sleep(0.2)
+    began = time.monotonic()
+    assert daemon.stop() == 0
+    assert time.monotonic() - began < 20
+
+
+BACKGROUNDS = """#!/bin/sh
+sleep 60 &
+echo done
+"""
+
+
+def test_a_command_hook_that_leaves_a_child_behind_does_not_hold_the_event(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    write_hook(
+        state_dir / "hooks",
+        "bg",
+        events=["command:bg"],
+        handler=BACKGROUNDS,
+        handler_file="handler",
+        meta={"timeoutMs": 20000},
+    )
+    daemon = start_daemon()
+    began = time.monotonic()
+    with daemon.control() as ctl:
+        assert ctl.ok("message", sessionKey="s", text="/bg")["messages"] == ["done"]
+    assert time.monotonic() - began < 15  # not the 20 s timeout, nor the child's 60 s
+    assert daemon.wait_log("hook.command_orphans")["hook"] == "bg"
+    assert not daemon.events("hook.timeout")
+    began = time.monotonic()
+    assert daemon.stop() == 0
+    assert time.monotonic() - began < 15
+
+
+FORKS = """
+import os, time
+def handler(event):
+    if os.fork() == 0:  # the child outlives the daemon
+        time.sleep(30)
+        os._exit(0)
+    event.messages.append("forked")
+"""
+
+
+def test_a_process_a_hook_forks_does_not_keep_the_socket_lock(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    write_hook(state_dir / "hooks", "forker", events=["command:fork"], handler=FORKS)
+    daemon = start_daemon()
+    with daemon.control() as ctl:
+        assert ctl.ok("message", sessionKey="s", text="/fork")["messages"] == ["forked"]
+    daemon.send_signal(signal.SIGKILL)
+    daemon.wait()
+    # The forked child still runs; without the guard it would hold the lock and the socket.
+    again = start_daemon()
+    with again.control() as ctl:
+        assert ctl.ok("ping")["pong"] is True
+    assert again.stop() == 0
+
+
+EXITS = """
+import os
+def handler(event):
+    os._exit(0)
+"""
+
+
+def test_os_exit_in_a_hook_is_not_a_clean_exit(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    write_hook(state_dir / "hooks", "quitter", events=["command:quit"], handler=EXITS)
+    daemon = start_daemon()
+    with daemon.control() as ctl:
+        ctl.request("trigger", event="command:quit", sessionKey="s", wait=False)
+    assert daemon.wait() == 70  # EX_SOFTWARE: a supervisor restarts it, 0 would not
+    line = daemon.wait_log("hook.os_exit")
+    assert line["hook"] == "quitter" and line["code"] == 0
+
+
+CLOSES = """
+import os
+def handler(event):
+    os.close(2)
+    os.close(1)
+"""
+
+
+def test_a_hook_closing_stderr_does_not_silence_the_daemon(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    write_hook(state_dir / "hooks", "closer", events=["command:close"], handler=CLOSES)
+    daemon = start_daemon()
+    with daemon.control() as ctl:
+        ctl.ok("message", sessionKey="s", text="/close")
+    # Restored within a second, with a line that says so, on the real stderr.
+    assert daemon.wait_log("hook.closed_std_fds", timeout=30)["fds"] == [1, 2]
+    with daemon.control() as ctl:
+        ctl.ok("message", sessionKey="later", text="hello")
+    wait_until(lambda: daemon.events("session.started"), what="later log lines")
+    assert any(e.get("session_key") == "later" for e in daemon.events("session.started"))
+    assert daemon.stop() == 0
