@@ -126,7 +126,7 @@ class ControlChannel:
     def fds(self) -> list[int]:
         """Descriptors a forked child must not keep: the lock, the listener, the clients."""
         peers = []
-        for sock in list(self._peers):
+        for sock in list(self.admission.conns):
             with contextlib.suppress(OSError, ValueError):
                 peers.append(sock.fileno())
         return [*self.file.fds(), *(fd for fd in peers if fd >= 0)]
