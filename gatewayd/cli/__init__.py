@@ -12,6 +12,8 @@ only when that command runs:
 * :mod:`~gatewayd.cli.authoring`: ``hooks new|install|uninstall``;
 * :mod:`~gatewayd.cli.config`: ``config show|check``;
 * :mod:`~gatewayd.cli.service`: ``install-service``;
+* :mod:`~gatewayd.cli.completion`: ``completion bash|zsh``, generated from the parser;
+* :mod:`~gatewayd.cli.tracing`: printing the ``--trace`` report of ``send`` and ``trigger``;
 * :mod:`~gatewayd.cli.common`: config loading (exit 78) and JSON output they share.
 """
 

@@ -241,10 +241,13 @@ for line in "${CASES[@]}"; do
 done
 """
 
+HOOKS_COMMANDS = [k.split()[1] for k in command_parsers(build_parser()) if k.startswith("hooks ")]
+"""The parser's own list: the script must offer whatever subcommands it has."""
+
 CASES = {
     "gatewayd sta": "status",
-    "gatewayd hooks ": "list info check order enable disable new install uninstall",
-    "gatewayd --config x.yaml hooks in": "info install",
+    "gatewayd hooks ": " ".join(HOOKS_COMMANDS),
+    "gatewayd --config x.yaml hooks in": " ".join(c for c in HOOKS_COMMANDS if c.startswith("in")),
     "gatewayd run --log-level ": "debug info warning error",
     "gatewayd status --j": "--json",
     "gatewayd completion ": "bash zsh",
