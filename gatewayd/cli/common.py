@@ -17,6 +17,19 @@ if TYPE_CHECKING:  # the config stack (pydantic) is imported only by commands th
     from gatewayd.config import Config
 
 
+STATUS_ORDER = ("invalid", "shadowed", "ineligible", "disabled", "skipped", "failed", "ready")
+"""A hook's status words, in the order they are decided; every command says them the same way."""
+FAILING_STATUSES = frozenset({"failed", "invalid"})
+"""Statuses that make ``hooks check`` and ``reload`` exit 1: the hook was meant to load and
+cannot (the others are choices: shadowed, ineligible here, disabled, no events)."""
+
+
+def status_counts(statuses: list[str]) -> str:
+    """``1 invalid, 2 disabled``: how many hooks have each status but ``ready``, in order."""
+    counts = [(word, statuses.count(word)) for word in STATUS_ORDER if word != "ready"]
+    return ", ".join(f"{n} {word}" for word, n in counts if n)
+
+
 def load_config_or_exit(explicit: str | None) -> Config:
     """The config for a command; an invalid one prints every error and exits 78."""
     from gatewayd.config import ConfigError, load_config

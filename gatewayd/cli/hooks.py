@@ -22,7 +22,7 @@ import sys
 import unicodedata
 from collections.abc import Iterable
 
-from gatewayd.cli.common import dump_json, load_config_or_exit
+from gatewayd.cli.common import FAILING_STATUSES, dump_json, load_config_or_exit
 from gatewayd.cli.hookview import hook_view, last_error_line, stats_line
 from gatewayd.config import Config, ConfigError
 from gatewayd.exits import EXIT_CONFIG, EXIT_USAGE, UserError, did_you_mean, print_config_error
@@ -31,9 +31,6 @@ from gatewayd.hooks.loader import HookLoader, HookRecord, LoadResult
 from gatewayd.hooks.node.loading import check_node_hooks
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.logging import configure_logging
-
-FAILING_STATUSES = frozenset({"failed", "invalid"})
-"""Statuses that make ``hooks check`` exit 1: the hook was meant to load and cannot."""
 
 
 def _build(config: Config) -> LoadResult:

@@ -13,6 +13,7 @@ import json
 import sys
 from typing import Any
 
+from gatewayd.cli.common import FAILING_STATUSES, status_counts
 from gatewayd.cli.tracing import format_trace
 from gatewayd.client import QUICK_TIMEOUT_S, WAIT_TIMEOUT_S, request, socket_path
 from gatewayd.exits import UserError
@@ -116,8 +117,30 @@ def _duration(seconds: float) -> str:
     return f"{h}h {m:02d}m {s:02d}s" if h else f"{m}m {s:02d}s"
 
 
-def format_status(st: dict[str, Any]) -> str:
-    """The human-readable ``gatewayd status``."""
+def _not_ready(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The running daemon's hooks that are not ``ready`` (``hooks`` op), as ``{name, status,
+    reasons}``: the status words of ``gatewayd hooks list``."""
+    listing = _ask(args, {"op": "hooks"}, QUICK_TIMEOUT_S)
+    return [
+        {"name": h.get("name"), "status": h.get("status"), "reasons": h.get("reasons") or []}
+        for h in listing.get("hooks") or []
+        if h.get("status") != "ready"
+    ]
+
+
+def _hook_lines(summary: dict[str, Any], not_ready: list[dict[str, Any]], verb: str) -> list[str]:
+    """``3 registered of 5 discovered (1 invalid, 1 disabled)`` and one line per hook."""
+    counts = status_counts([str(h["status"]) for h in not_ready])
+    head = f"{summary.get('registered', 0)} {verb} of {summary.get('discovered', 0)} discovered"
+    lines = [head + (f" ({counts})" if counts else "")]
+    for hook in not_ready:
+        why = "; ".join(str(r) for r in hook["reasons"]) or hook["status"]
+        lines.append(f"  {hook['status']:<10} {hook['name']}: {why}")
+    return lines
+
+
+def format_status(st: dict[str, Any], not_ready: list[dict[str, Any]] | None = None) -> str:
+    """The human-readable ``gatewayd status``; ``not_ready`` from :func:`_not_ready`."""
     hooks, queue = st.get("hooks") or {}, st.get("queue") or {}
     lines = [
         f"gatewayd {st.get('version')} {st.get('state', 'running')} "
@@ -130,14 +153,9 @@ def format_status(st: dict[str, Any]) -> str:
             f"{ch.get('name')}:  {ch.get('address')} "
             f"({'listening' if ch.get('listening') else 'closed'}, {n} connection{'s' * (n != 1)})"
         )
-    skipped, failed = hooks.get("skipped") or [], hooks.get("failed") or []
-    lines.append(
-        f"hooks:    {hooks.get('registered', 0)} registered ({hooks.get('discovered', 0)} "
-        f"discovered, {hooks.get('eligible', 0)} eligible, {len(skipped)} skipped, "
-        f"{len(failed)} failed{_by_status(hooks.get('statuses'))})"
-    )
-    lines += [f"  skipped  {item}" for item in skipped]
-    lines += [f"  FAILED   {item}" for item in failed]
+    hook_lines = _hook_lines(hooks, not_ready or [], "registered")
+    lines.append(f"hooks:    {hook_lines[0]}")
+    lines += hook_lines[1:]
     latency = queue.get("latency_ms") or {}
     lines.append(
         f"queue:    {queue.get('depth', 0)}/{queue.get('capacity', 0)} queued, "
@@ -164,20 +182,15 @@ def cli_status(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(status)
     else:
-        print(format_status(status))
+        print(format_status(status, _not_ready(args)))
     return 0
 
 
-def _by_status(statuses: dict[str, int] | None) -> str:
-    """``: 3 ready, 1 disabled`` (empty when there are none)."""
-    if not statuses:
-        return ""
-    return ": " + ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
-
-
 def cli_reload(args: argparse.Namespace) -> int:
-    """``gatewayd reload``: reload config and hooks. A refused config is an error; so is a
-    reload that went through with hooks that failed to load (exit 1 after the report)."""
+    """``gatewayd reload``: reload config and hooks, say what changed, and name every hook that
+    is not ready with its status. A refused config is an error (exit 1), and so is a reload
+    after which a hook is ``failed`` or ``invalid`` (as ``hooks check`` says): the other hooks
+    run, and the failing ones are named with their reasons."""
     try:
         reply = _ask(args, {"op": "reload"}, WAIT_TIMEOUT_S)
     except UserError as exc:
@@ -185,28 +198,24 @@ def cli_reload(args: argparse.Namespace) -> int:
             raise UserError(f"reload refused, the running config stays: {exc}") from None
         raise
     result = reply["result"]
-    skipped, failed = result.get("skipped") or [], result.get("failed") or []
+    not_ready = _not_ready(args)
+    failing = [h for h in not_ready if h["status"] in FAILING_STATUSES]
+    changes = reply.get("changes") or {}
     if args.json:
-        _print_json(result if "changes" not in reply else {**result, "changes": reply["changes"]})
+        document = {**result, "ok": not failing, "notReady": not_ready}
+        _print_json(document if "changes" not in reply else {**document, "changes": changes})
     else:
-        print(
-            f"reloaded: {result.get('registered', 0)} hooks registered "
-            f"({result.get('discovered', 0)} discovered, {result.get('eligible', 0)} eligible, "
-            f"{len(skipped)} skipped, {len(failed)} failed{_by_status(result.get('statuses'))})"
-        )
-        changes = reply.get("changes") or {}
+        lines = _hook_lines(result, not_ready, "hooks registered")
+        print(f"reloaded: {lines[0]}")
         for what in ("added", "changed", "removed"):
             if changes.get(what):
                 print(f"  {what:<8} {', '.join(changes[what])}")
         if changes.get("filesChanged"):
             print(f"  files    {changes['filesChanged']} changed: {', '.join(changes['files'])}")
-        for item in skipped:
-            print(f"  skipped  {item}")
-        for item in failed:
-            print(f"  FAILED   {item}", file=sys.stderr)
-    if failed:
-        names = ", ".join(item.partition(":")[0] for item in failed)
-        n = len(failed)
+        print("\n".join(lines[1:]), end="\n" if lines[1:] else "")
+    if failing:
+        names = ", ".join(f"{h['name']} ({h['status']})" for h in failing)
+        n = len(failing)
         raise UserError(
             f"the reload went through, but {n} hook{'s' * (n != 1)} failed to load: {names} "
             "(fix them and reload again; gatewayd hooks check shows why)"
