@@ -114,11 +114,12 @@ def test_examples_answer_as_documented(
     assert gw.events("hook.error") == [] and gw.events("hook.timeout") == []
     assert [r["word"] for r in gw.events("slow_lookup.deadline")] == ["slowpoke"]
 
-    # Without its settings, deploy is ineligible and says why (as its HOOK.md documents).
+    # Without its settings, deploy is ineligible and says why (as its HOOK.md documents); --local:
+    # this process evaluates the bare config, not the running daemon its own.
     bare = state_dir / "bare.yaml"
     bare.write_text(json.dumps({"hooks": {"load": {"extraDirs": ["examples"]}}}))
     info = json.loads(
-        ok(run_cli("hooks", "info", "deploy", "--json", "--config", str(bare))).stdout
+        ok(run_cli("hooks", "info", "deploy", "--local", "--json", "--config", str(bare))).stdout
     )
     assert info["status"] == "ineligible"
     assert info["reasons"] == [
