@@ -115,7 +115,7 @@ def test_examples_answer_as_documented(
     assert [r["word"] for r in gw.events("slow_lookup.deadline")] == ["slowpoke"]
 
     # Without its settings, deploy is ineligible and says why (as its HOOK.md documents); --local:
-    # this process evaluates the bare config, not the running daemon its own.
+    # this process evaluates the bare config, not the running daemon with its own.
     bare = state_dir / "bare.yaml"
     bare.write_text(json.dumps({"hooks": {"load": {"extraDirs": ["examples"]}}}))
     info = json.loads(

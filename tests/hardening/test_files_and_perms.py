@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.cli import gatewayd
 from tests.support.control import Control
 from tests.support.fixtures import StartDaemon
 from tests.support.hooks import WriteHook
@@ -103,14 +102,7 @@ def test_a_config_edit_as_root_keeps_the_owner_and_mode(state_dir: Path) -> None
     config = write_config(state_dir, {"logging": {"level": "info"}})
     os.chown(config, NOBODY, NOBODY)
     config.chmod(0o640)
-    done = subprocess.run(
-        [sys.executable, "-m", "gatewayd", "hooks", "disable", "command-logger"],
-        env={**os.environ, "ELIZA_STATE_DIR": str(state_dir)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = gatewayd(state_dir, "hooks", "disable", "command-logger")
     assert done.returncode == 0, done.stderr
     st = config.stat()
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (NOBODY, NOBODY, 0o640)

@@ -9,8 +9,6 @@ and a relative import, CommonJS ``handler.js`` with a package from its own ``nod
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -24,9 +22,10 @@ from tests.node.node_support import (
     node_version,
     write_js_hook,
 )
+from tests.support.cli import gatewayd
 from tests.support.daemon import Daemon
 from tests.support.fixtures import StartDaemon
-from tests.support.state import clean_env, wait_until
+from tests.support.state import wait_until
 
 needs_wheel = pytest.mark.skipif(WHEEL_NODE is None, reason="needs the gatewayd[node] extra")
 
@@ -259,14 +258,7 @@ def test_hooks_check_tries_each_js_import(state_dir: Path) -> None:
     hooks = state_dir / "hooks"
     write_js_hook(hooks, "a-ts", TS_HELLO)
     write_js_hook(hooks, "broken", {"handler.ts": "export default (e: any) => {\n"})
-    proc = subprocess.run(
-        [sys.executable, "-m", "gatewayd", "hooks", "check", "--json"],
-        env=clean_env(state_dir),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = gatewayd(state_dir, "hooks", "check", "--json", timeout=120)
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
     by_name = {h["name"]: h for h in report["hooks"]}  # the hooks with a problem
