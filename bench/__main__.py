@@ -34,6 +34,7 @@ BENCHMARKS: dict[str, str] = {
     "watch": "Watcher latency",
     "decisions": "Hooks that decide",
     "nodehooks": "7. JS/TS hooks: the Node worker",
+    "journal": "Durable trigger queue",
 }
 """Module name -> title, in report order."""
 

@@ -89,6 +89,14 @@ class ControlConfig(_Model):
 class QueueConfig(_Model):
     capacity: int = Field(1024, ge=1)
     concurrency: int = Field(8, ge=1)
+    journal: Literal["sqlite", "memory"] = "sqlite"
+    """Where accepted events are recorded until dispatched: ``<state>/journal/events.db``."""
+    sync: Literal["full", "normal"] = "full"
+    """SQLite's ``synchronous``: full survives a power cut, normal only a process crash."""
+    retain_done: int = Field(0, ge=0)
+    """Done events kept in the journal for ``gatewayd events list`` (0: deleted when done)."""
+    full_wait_ms: int = Field(5000, ge=0)
+    """How long producers wait on a full disk before getting ``journal_full``."""
 
 
 class LogFileConfig(_Model):
@@ -135,6 +143,10 @@ class WorkspaceConfig(_Model):
     """Workspace dir; default ``<state>/workspace``."""
 
 
+QUEUE_ENTRY_KEYS = {"retries", "retry_backoff_ms"}
+"""Entry keys read by the trigger queue (retries), kept out of the hook's ``ctx.config``."""
+
+
 class HookEntry(BaseModel):
     """``hooks.entries.<hookKey>``: three typed keys, and the hook's own settings beside them."""
 
@@ -147,6 +159,10 @@ class HookEntry(BaseModel):
     timeout_ms: int | None = Field(None, ge=1)
     priority: int | None = None
     """Overrides the hook's own ``priority`` (lower runs earlier; default 100)."""
+    retries: int = Field(0, ge=0)
+    """Extra attempts for a failed handler of this hook, then a dead letter (0: none)."""
+    retry_backoff_ms: int = Field(1000, ge=0)
+    """Wait before the first retry; doubled before each next one."""
 
     @field_validator("env", mode="before")
     @classmethod
@@ -161,14 +177,15 @@ class HookEntry(BaseModel):
 
     def setting(self, key: str) -> Any:
         """The hook's own setting ``key`` (e.g. ``apiKey``, ``messages``), or ``None``."""
-        if key in ("enabled", "env", "timeoutMs", "priority"):
+        if key in ("enabled", "env", "timeoutMs", "priority", "retries", "retryBackoffMs"):
             return self.model_dump(by_alias=True)[key]
         return (self.model_extra or {}).get(key)
 
 
 def _entry_settings(entry: HookEntry) -> dict[str, Any]:
     """The entry as the hook sees it (``ctx.config``): ``priority`` only when set."""
-    data: dict[str, Any] = entry.model_dump(by_alias=True)
+    # retries/retryBackoffMs are the queue's settings, not the hook's own.
+    data: dict[str, Any] = entry.model_dump(by_alias=True, exclude=QUEUE_ENTRY_KEYS)
     if data.get("priority") is None:
         data.pop("priority", None)
     return data

@@ -60,11 +60,13 @@ from gatewayd.hooks.watcher import (
     snapshot,
     watch_spec,
 )
+from gatewayd.journal.base import JournalError, make_journal
 from gatewayd.logging import LogFile, LogFormat, configure_logging
 from gatewayd.looplag import LoopLagMonitor
 from gatewayd.outbox import Outbox
 from gatewayd.paths import ensure_private_dir
 from gatewayd.redact import redact
+from gatewayd.retries import retry_policy
 from gatewayd.sessions import SessionManager, TranscriptLimits
 from gatewayd.systemd import Notifier, watchdog_interval, watchdog_loop
 from gatewayd.timestamps import iso_utc
@@ -82,6 +84,10 @@ def _restart_only(config: Config) -> dict[str, Any]:
     return {
         "gateway.control.socket": config.paths.control_socket,
         "gateway.queue.concurrency": config.settings.gateway.queue.concurrency,
+        **{
+            f"gateway.queue.{key}": getattr(config.settings.gateway.queue, name)
+            for key, name in JOURNAL_KEYS
+        },
     }
 
 
@@ -96,6 +102,14 @@ def _statuses(records: Iterable[HookRecord]) -> dict[str, int]:
     for record in records:
         counts[record.status] = counts.get(record.status, 0) + 1
     return counts
+
+
+JOURNAL_KEYS = (
+    ("journal", "journal"),
+    ("sync", "sync"),
+    ("retainDone", "retain_done"),
+    ("fullWaitMs", "full_wait_ms"),
+)
 
 
 def configure_logs(config: Config, level: str | None, fmt: LogFormat | None) -> None:
@@ -174,7 +188,8 @@ class Gateway:
         self.loop_name = loop_name
         self._log_overrides = log_overrides
         gw = config.settings.gateway
-        self.queue = TriggerQueue(gw.queue.capacity)
+        self.journal = make_journal(config, self.event_base)
+        self.queue = TriggerQueue(gw.queue.capacity, self.journal)
         self.dispatcher = Dispatcher(self.queue, self.registry, gw.queue.concurrency)
         self.sessions = SessionManager(config.paths.sessions, _transcript_limits(config))
         self.router = CommandRouter(
@@ -393,6 +408,10 @@ class Gateway:
         """Fire ``agent:bootstrap`` and return the ``bootstrapFiles`` its handlers left."""
         return await self.router.bootstrap(session_key)
 
+    async def events(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The ``events`` op: the journal's list, show, retry and purge (``gatewayd events``)."""
+        return await self.journal.query(request)
+
     def hooks(self) -> dict[str, Any]:
         """The ``hooks`` op: ``{view: "daemon", stateDir, workspaceDir, hooks: [...]}`` of the
         last load, each hook with its counters under ``stats`` (``null`` for a hook that has
@@ -539,6 +558,7 @@ class Gateway:
                 self._apply_config(config)
                 result.apply(self.registry, config.load_spec())
                 self.node.activate(generation)
+                self._set_retry_policy(result, config)
                 changes = load_changes(
                     self._records(),
                     result.records,
@@ -584,6 +604,11 @@ class Gateway:
                 "to use the built-in defaults)"
             ],
         )
+
+    def _set_retry_policy(self, result: LoadResult, config: Config) -> None:
+        """The dispatcher's retries for this load's hooks (``hooks.entries.<key>.retries``)."""
+        keys = ((record.name, record.hook_key) for record in result.records)
+        self.dispatcher.retry_policy = retry_policy(config, keys)
 
     def _apply_config(self, config: Config) -> None:
         """Take what a running process can change from a new config; log what it cannot."""
@@ -702,7 +727,12 @@ class Gateway:
         self._prints = await anyio.to_thread.run_sync(fingerprints, self._load.records)
         self._load.apply(self.registry, spec)
         self.node.activate(generation)
+        self._set_retry_policy(self._load, self.config)
         await anyio.to_thread.run_sync(self.sessions.load)
+        try:  # what an earlier run accepted and never finished goes first, in its order
+            self.queue.restore(await self.journal.open())
+        except JournalError as exc:
+            return self._fail_start(exc)
         await tg.start(self.dispatcher.run)
         if (listen := self.config.settings.gateway.metrics.listen) is not None:
             from gatewayd.metrics import MetricsServer  # prometheus_client: only when asked
@@ -729,7 +759,7 @@ class Gateway:
         tg.start_soon(self._fire_startup, self.config.settings.gateway.startup_hook_delay_ms / 1000)
         return True
 
-    def _fail_start(self, exc: ChannelError) -> bool:
+    def _fail_start(self, exc: ChannelError | JournalError) -> bool:
         log.error("gateway.start_failed", error=str(exc))
         print(f"error: {exc}", file=sys.stderr, flush=True)
         self.exit_code = EXIT_FAILED
@@ -813,6 +843,9 @@ class Gateway:
                     fix="make gateway:shutdown handlers faster or raise gateway.shutdownTimeoutMs",
                 )
         left = await self.dispatcher.drain(gw.drain_timeout_ms / 1000)
+        await self.journal.close()
+        left += self.queue.late
+        kept = self.journal.stats()["pending"] if self.journal.durable else 0
         if left:
             log.warning(
                 "shutdown.left",
@@ -825,6 +858,8 @@ class Gateway:
             f"shutdown on {reason} - {d.dispatched} dispatched - {d.errors} failed - "
             f"{d.timeouts} timed out - {left} left"
         )
+        if kept:
+            summary += f" - {kept} kept in the journal"
         log.info(
             "gateway.shutdown",
             summary=summary,
@@ -833,6 +868,7 @@ class Gateway:
             failed=d.errors,
             timed_out=d.timeouts,
             left=left,
+            journaled=kept,
             exit_code=self.exit_code,
             uptime_s=round(time.monotonic() - self._started, 3),
         )

@@ -6,6 +6,12 @@
 except by a shutdown deadline, which is counted. ``submit()`` is ``post()`` plus a
 :class:`Ticket` to await the dispatched event and its messages.
 
+Every event goes through the queue's :class:`~gatewayd.journal.Journal` first: ``post()`` returns
+once the journal has it (for ``sqlite``: committed to disk, see :mod:`gatewayd.journal.sqlite`)
+and the journal delivers it into its lane, in post order. After its dispatch (and retries, see
+:mod:`gatewayd.retries`) the journal is told the event is done or dead-lettered. The default
+journal here is the in-memory one, for which posting costs what it always did.
+
 :class:`Dispatcher` runs ``gateway.queue.concurrency`` workers. A worker owns one session's lane
 at a time and takes up to :data:`BATCH` of its events in one step, so one session's events run
 strictly in post order while other sessions run on other workers: a slow hook delays only its own
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Sequence
 from time import perf_counter
 from typing import Any
 
@@ -34,6 +40,12 @@ from anyio.abc import TaskStatus
 
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.registry import DispatchReport, HookRegistry
+from gatewayd.journal.base import Item, Journal
+from gatewayd.journal.memory import MemoryJournal
+from gatewayd.retries import NO_RETRIES, RetryPolicy, settle
+from gatewayd.tickets import QueueClosed, QueueFull, Ticket
+
+__all__ = ["Dispatcher", "QueueClosed", "QueueFull", "Ticket", "TriggerQueue"]
 
 log = structlog.get_logger("gatewayd.queue")
 
@@ -44,70 +56,24 @@ YIELD_EVERY_S = 0.0005
 LATENCY_SAMPLES = 1024  # a power of two: the ring index is masked, not taken modulo
 
 
-class QueueFull(Exception):
-    """``post_nowait()`` on a full queue."""
-
-    def __init__(self, capacity: int) -> None:
-        super().__init__(
-            f"trigger queue is full ({capacity} events waiting); retry later, post with "
-            "backpressure (post()), or raise gateway.queue.capacity"
-        )
-        self.capacity = capacity
-
-
-class QueueClosed(Exception):
-    """The gateway is shutting down: the queue takes no more events, or one was not dispatched."""
-
-
-class Ticket:
-    """A submitted event; ``await ticket.wait()`` returns it after dispatch (messages filled)."""
-
-    __slots__ = ("_background", "_done", "_released", "dropped", "event", "report")
-
-    def __init__(self, event: HookEvent) -> None:
-        self.event = event
-        self.report: DispatchReport | None = None
-        self.dropped = False
-        self._done = anyio.Event()
-        self._background: Callable[[], None] | None = None
-        self._released = False
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    async def wait(self) -> HookEvent:
-        """Wait for the dispatch; raises :class:`QueueClosed` if shutdown left it undispatched."""
-        await self._done.wait()
-        if self.dropped:
-            raise QueueClosed(f"{self.event.key} was not dispatched before the shutdown deadline")
-        return self.event
-
-    def release(self) -> None:
-        """The poster has sent its reply: the event's background handlers may run now (at
-        once, or as soon as its dispatch ends). Call it once the reply is out."""
-        self._released = True
-        if self._background is not None:
-            post, self._background = self._background, None
-            post()
-
-    def _finish(self, report: DispatchReport | None) -> None:
-        self.report = report
-        self.dropped = report is None
-        self._done.set()
-
-
-_Item = tuple[HookEvent, "Ticket | None", float]
-"""A queued event: the event, its ticket if the poster waits, ``perf_counter()`` at post."""
+_Item = Item
+"""A queued event: ``(event, ticket or None, perf_counter() at post, journal seq, only)``."""
 
 
 class TriggerQueue:
     """Bounded, per-session FIFO lanes; see the module docstring. Use on the event loop only."""
 
-    def __init__(self, capacity: int = 1024) -> None:
+    def __init__(self, capacity: int = 1024, journal: Journal | None = None) -> None:
         if capacity < 1:
             raise ValueError("gateway.queue.capacity must be at least 1")
         self.capacity = capacity
+        self.journal = journal or MemoryJournal()
+        self.journal.bind(self._deliver, self._reject, self.restore)
+        self._durable = self.journal.durable
+        self._next_id = self.journal.next_id
+        self.late = 0
+        """Events the journal delivered after a drain had given up: kept there, not dispatched."""
+        self._sealed = False
         self._peak = 0
         self._taken = 0
         self._depth = 0
@@ -151,7 +117,7 @@ class TriggerQueue:
             raise QueueClosed("the gateway is shutting down and takes no new events")
         if self._depth >= self.capacity:
             raise QueueFull(self.capacity)
-        self._enqueue((event, None, perf_counter()))
+        self._accept(event, None)
 
     def submit_nowait(self, event: HookEvent) -> Ticket:
         """``post_nowait()`` returning a :class:`Ticket` to await the dispatch."""
@@ -160,8 +126,28 @@ class TriggerQueue:
         if self._depth >= self.capacity:
             raise QueueFull(self.capacity)
         ticket = Ticket(event)
-        self._enqueue((event, ticket, perf_counter()))
+        self._accept(event, ticket)
         return ticket
+
+    def _accept(self, event: HookEvent, ticket: Ticket | None) -> None:
+        """Hand ``event`` to the journal without waiting for its commit (the ``_nowait`` forms:
+        with a durable journal the event is dispatched once committed)."""
+        if not self._durable:
+            event.id = self._next_id()
+            self._enqueue((event, ticket, perf_counter(), 0, None))
+            return
+        self._depth += 1
+        self.journal.append(event, ticket, perf_counter())
+
+    async def _journal(self, event: HookEvent, ticket: Ticket | None) -> None:
+        """Append to a durable journal; without a ticket, wait for the commit (the journal
+        delivers the event into its lane, in append order, before this returns). A ticket's
+        ``wait()`` ends after the dispatch, which follows the commit, so a submitter does not
+        wait twice: the several events of one message share one commit."""
+        self._depth += 1
+        commit = self.journal.append(event, ticket, perf_counter())
+        if commit is not None and ticket is None:
+            await commit.wait()  # JournalError: _reject() already gave the slot back
 
     async def post(self, event: HookEvent) -> None:
         """Queue ``event``, waiting while the queue is full. Raises :class:`QueueClosed`.
@@ -170,8 +156,12 @@ class TriggerQueue:
         """
         if self._depth >= self.capacity or self._putters or self._closed:
             await self._wait_for_room()
+        if self._durable:
+            await self._journal(event, None)
+            return
         # _enqueue() inlined: this is the hot path of every fire-and-forget event.
-        item = (event, None, perf_counter())
+        event.id = self._next_id()
+        item = (event, None, perf_counter(), 0, None)
         lane = self._lanes.get(event.session_key)
         if lane is None:
             self._lanes[event.session_key] = deque((item,))
@@ -187,7 +177,11 @@ class TriggerQueue:
         if self._depth >= self.capacity or self._putters or self._closed:
             await self._wait_for_room()
         ticket = Ticket(event)
-        self._enqueue((event, ticket, perf_counter()))
+        if self._durable:
+            await self._journal(event, ticket)
+        else:
+            event.id = self._next_id()
+            self._enqueue((event, ticket, perf_counter(), 0, None))
         return ticket
 
     async def _wait_for_room(self) -> None:
@@ -229,6 +223,51 @@ class TriggerQueue:
         else:
             lane.append(item)  # the lane is already ready or owned by a worker
         self._depth += 1
+
+    def _deliver(self, items: Sequence[_Item]) -> None:
+        """The journal committed ``items`` (already counted in ``depth``): into their lanes."""
+        if self._sealed:
+            self._depth -= len(items)
+            self._late(items)
+            return
+        lanes = self._lanes
+        for item in items:
+            key = item[0].session_key
+            lane = lanes.get(key)
+            if lane is None:
+                lanes[key] = deque((item,))
+                self._ready.append(key)
+                if self._idle:
+                    self._idle.popleft().set()
+            else:
+                lane.append(item)
+
+    def _reject(self, items: Sequence[_Item], error: Exception) -> None:
+        """The journal could not record ``items``: give their slots back; posters get ``error``
+        from the commit, submitters from their ticket."""
+        for item in items:
+            if item[1] is not None:
+                item[1]._finish(None, error)
+        self._depth -= len(items)
+        if self._putters and self._depth < self.capacity:
+            self._wake_putters(self.capacity - self._depth)
+
+    def restore(self, items: Sequence[_Item]) -> None:
+        """Queue items nobody posted just now (recovered at start, retried dead letters, events
+        the journal does not record), above the capacity bound if need be."""
+        if self._sealed:
+            self._late(items)
+            return
+        for item in items:
+            self._enqueue(item)
+
+    def _late(self, items: Sequence[_Item]) -> None:
+        # After a drain gave up: the journal keeps them for the next start; waiters are told.
+        for item in items:
+            if item[1] is not None:
+                item[1]._finish(None)
+        self._taken += len(items)
+        self.late += len(items)
 
     def _wake_putters(self, n: int) -> None:
         putters = self._putters
@@ -280,9 +319,14 @@ class TriggerQueue:
         self._wake_putters(len(self._putters))
 
     def _drop_all(self) -> int:
-        """Remove every queued event (shutdown deadline); their tickets raise. Returns the count."""
+        """Remove every queued event (shutdown deadline); their tickets raise. Returns the count.
+
+        Events still on their way into the journal are counted as they arrive (:attr:`late`)."""
+        self._sealed = True
         self._peak = max(self._peak, self._depth)
-        self._taken += self._depth
+        left = sum(len(lane) for lane in self._lanes.values())
+        self._taken += left
+        self._depth -= left
         left = 0
         for lane in self._lanes.values():
             for item in lane:
@@ -290,19 +334,28 @@ class TriggerQueue:
                     item[1]._finish(None)
             left += len(lane)
             lane.clear()
-        self._depth = 0
         return left
 
 
 class Dispatcher:
     """The workers that take events off a :class:`TriggerQueue` and run the registry."""
 
-    def __init__(self, queue: TriggerQueue, registry: HookRegistry, concurrency: int = 8) -> None:
+    def __init__(
+        self,
+        queue: TriggerQueue,
+        registry: HookRegistry,
+        concurrency: int = 8,
+        retry_policy: RetryPolicy = NO_RETRIES,
+    ) -> None:
         if concurrency < 1:
             raise ValueError("gateway.queue.concurrency must be at least 1")
         self.queue = queue
         self.registry = registry
         self.concurrency = concurrency
+        self.retry_policy = retry_policy
+        """Hook name -> (retries, first backoff in seconds); the gateway sets it per load."""
+        self.retried = 0
+        self.dead_lettered = 0
         self.dispatched = 0
         self.errors = 0
         self.timeouts = 0
@@ -333,6 +386,8 @@ class Dispatcher:
         release = queue._release
         registry = self.registry
         dispatch = registry.dispatch
+        journal = queue.journal
+        done_mark = journal.done
         latency = self._latency
         mask = LATENCY_SAMPLES - 1
         checkpoint = anyio.lowlevel.checkpoint
@@ -340,7 +395,7 @@ class Dispatcher:
         while True:
             got = take()
             if got is None:
-                if self._drained is not None and not queue._lanes:
+                if self._drained is not None and not queue._lanes and not queue.depth:
                     self._drained.set()
                 wake = anyio.Event()
                 queue._idle.append(wake)
@@ -352,20 +407,31 @@ class Dispatcher:
             # latency is sampled on the batch's first event (the one that waited longest).
             done = errors = timeouts = 0
             try:
-                for event, ticket, _ in batch:
+                for event, ticket, _, seq, only in batch:
                     try:
-                        report = await dispatch(event)
+                        report = await dispatch(event, only)
                     except Exception as exc:  # the registry never raises; a bug if it does
                         log.exception("queue.dispatch_crashed", event_key=event.key, error=str(exc))
                         report = DispatchReport(0, 1, 0)
+                    # An event with background handlers is done once those ran (its
+                    # background item carries the same seq), not after its reply path.
+                    later = (
+                        registry.background
+                        and not event.background
+                        and registry.background_plan(event.type, event.key)
+                    )
+                    if report[3]:  # handler outcomes: failures (all, if traced) -> retries
+                        report = await self._settle(event, seq, report, finish=not later)
+                    elif seq and not later:
+                        done_mark(seq)
                     done += 1
                     if report[1] or report[2]:
                         errors += report[1]
                         timeouts += report[2]
                     if ticket is not None:
                         ticket._finish(report)
-                    if registry.background and not event.background:
-                        self._post_background(event, ticket)
+                    if later:
+                        self._post_background(event, ticket, seq)
                     if done == 1:
                         elapsed = perf_counter() - batch[0][2]
                         latency[self._latency_n & mask] = elapsed
@@ -374,7 +440,7 @@ class Dispatcher:
                             self._latency_max = elapsed
             except BaseException:
                 # Cancelled by the shutdown deadline: the rest of this batch is left, counted.
-                for _, ticket, _ in batch[done:]:
+                for _, ticket, *_ in batch[done:]:
                     if ticket is not None:
                         ticket._finish(None)
                 self.left += len(batch) - done
@@ -389,18 +455,33 @@ class Dispatcher:
                 await checkpoint()
                 last_yield = perf_counter()
 
-    def _post_background(self, event: HookEvent, ticket: Ticket | None) -> None:
-        """Queue ``event``'s background handlers, if it has any, in its session's lane: at
-        once for an event nobody waits on, else when its poster has sent the reply
-        (:meth:`Ticket.release`). The queue's bound is not applied: this is the rest of an
-        event already accepted."""
-        if not self.registry.background_plan(event.type, event.key):
-            return
+    async def _settle(
+        self, event: HookEvent, seq: int, report: DispatchReport, *, finish: bool = True
+    ) -> DispatchReport:
+        """Retry the failed handlers (their hooks' ``retries``); dead-letter those that never
+        succeed; tell the journal (``finish``: that the event is done, when it has no
+        background handlers still to run). Returns the report with the retries' failures."""
+        outcome = await settle(self.registry, event, report, self.retry_policy)
+        self.retried += outcome.retried
+        journal = self.queue.journal
+        if outcome.dead:
+            self.dead_lettered += 1
+            journal.dead(event, seq, outcome.dead)
+        elif seq and finish:
+            journal.done(seq)
+        return outcome.report
+
+    def _post_background(self, event: HookEvent, ticket: Ticket | None, seq: int) -> None:
+        """Queue ``event``'s background handlers in its session's lane: at once for an event
+        nobody waits on, else when its poster has sent the reply (:meth:`Ticket.release`).
+        The queue's bound is not applied: this is the rest of an event already accepted. The
+        journal's ``seq`` goes along: the event is done once these ran (a poster that never
+        releases leaves it pending, so a restart dispatches it again)."""
         later = dataclasses.replace(event, messages=[], result=None, background=True)
 
         def post() -> None:
             if not self.queue.closed:
-                self.queue._enqueue((later, None, perf_counter()))
+                self.queue._enqueue((later, None, perf_counter(), seq, None))
 
         if ticket is None or ticket._released:
             post()
@@ -413,6 +494,8 @@ class Dispatcher:
 
     async def dispatch_now(self, event: HookEvent) -> DispatchReport:
         """Dispatch ``event`` directly, bypassing the queue (``gateway:shutdown``); counted."""
+        if not event.id:
+            event.id = self.queue.journal.next_id()
         report = await self.registry.dispatch(event)
         self.dispatched += 1
         self.errors += report.errors
@@ -426,7 +509,7 @@ class Dispatcher:
         """
         queue = self.queue
         queue.close()
-        if queue._lanes:
+        if queue._lanes or queue.depth:  # depth: events still on their way through the journal
             self._drained = anyio.Event()  # set by the last worker to go idle
             with anyio.move_on_after(timeout_s):
                 await self._drained.wait()
@@ -462,5 +545,8 @@ class Dispatcher:
             "errors": self.errors,
             "timeouts": self.timeouts,
             "left": self.left,
+            "retried": self.retried,
+            "dead_lettered": self.dead_lettered,
             "latency_ms": latency,
+            "journal": self.queue.journal.stats(),
         }

@@ -73,6 +73,10 @@ class ChannelHost(Protocol):
 
     async def bootstrap(self, session_key: str) -> list[Any]: ...
 
+    async def events(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The trigger journal's ``events`` request (list, show, retry, purge)."""
+        ...
+
 
 class Channel(Protocol):
     """A source of inbound traffic; see the module docstring for the lifecycle."""

@@ -46,6 +46,7 @@ from gatewayd.channels.protocol import (
 )
 from gatewayd.channels.socketfile import SocketFile
 from gatewayd.config import ControlConfig
+from gatewayd.journal.base import JournalError
 from gatewayd.triggers import QueueClosed
 
 log = structlog.get_logger("gatewayd.control")
@@ -102,6 +103,7 @@ class ControlChannel:
             "reload": self._op_reload,
             "hooks": self._op_hooks,
             "bootstrap": self._op_bootstrap,
+            "events": self._op_events,
         }
         assert self._ops.keys() == OPS.keys(), "every declared op has a handler"
 
@@ -334,6 +336,8 @@ class ControlChannel:
             return error(req_id, "shutting_down", str(exc))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             raise  # before_waiting() found the client gone: end the connection
+        except JournalError as exc:  # journal_full: the event was not accepted
+            return error(req_id, exc.code, str(exc))
         except Exception as exc:
             log.exception("control.op_failed", op=op, error=str(exc))
             return error(req_id, "internal", f"{type(exc).__name__}: {exc}")
@@ -396,3 +400,9 @@ class ControlChannel:
 
     async def _op_bootstrap(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"bootstrapFiles": await self.host.bootstrap(args["sessionKey"])}
+
+    async def _op_events(self, args: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await self.host.events(args)
+        except ValueError as exc:
+            raise RequestError("bad_request", str(exc)) from None

@@ -203,6 +203,19 @@ OPS: dict[str, Op] = {
             TRACE,
         )
     ),
+    # The trigger journal (gatewayd events); gatewayd.journal.requests checks the combination.
+    "events": Op(
+        (
+            Field("action", (str,)),
+            Field("state", (str,), "all"),
+            Field("sessionKey", (str,), None),
+            Field("limit", (int,), 50),
+            Field("eventId", (str,), None),
+            Field("ids", (list,), None),
+            Field("all", (bool,), False),
+        ),
+        waits=False,
+    ),
 }
 """Every op and its declared fields, in the order they are checked."""
 

@@ -11,6 +11,7 @@ only when that command runs:
 * :mod:`~gatewayd.cli.hooks`: ``hooks list|info|check|enable|disable``;
 * :mod:`~gatewayd.cli.authoring`: ``hooks new|install|uninstall``;
 * :mod:`~gatewayd.cli.config`: ``config show|check``;
+* :mod:`~gatewayd.cli.events`: ``events list|show|retry|purge`` (the trigger journal);
 * :mod:`~gatewayd.cli.service`: ``install-service``;
 * :mod:`~gatewayd.cli.completion`: ``completion bash|zsh``, generated from the parser;
 * :mod:`~gatewayd.cli.tracing`: printing the ``--trace`` report of ``send`` and ``trigger``;

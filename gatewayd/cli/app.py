@@ -41,6 +41,10 @@ HANDLERS: dict[str, tuple[str, str]] = {
     "hooks uninstall": ("authoring", "cli_uninstall"),
     "config show": ("config", "cli_config_show"),
     "config check": ("config", "cli_config_check"),
+    "events list": ("events", "cli_list"),
+    "events show": ("events", "cli_show"),
+    "events retry": ("events", "cli_retry"),
+    "events purge": ("events", "cli_purge"),
     "install-service": ("service", "cli_install_service"),
     "completion": ("completion", "cli_completion"),
 }

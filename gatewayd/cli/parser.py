@@ -233,6 +233,29 @@ def _add_completion(sub: Any) -> None:
     p.add_argument("shell", choices=["bash", "zsh"], help="the shell")
 
 
+def _add_events(sub: Any) -> None:
+    events = sub.add_parser(
+        "events", help="inspect and replay the event journal", description="the event journal"
+    )
+    esub = events.add_subparsers(dest="events_command", metavar="COMMAND", required=True)
+    p = _command(esub, "events list", "list journaled events (newest last)")
+    p.add_argument("--state", choices=["pending", "done", "dead", "all"], default="all")
+    p.add_argument("--session", metavar="KEY", help="only this session's events")
+    p.add_argument("--limit", type=int, default=50, metavar="N", help="at most N (default 50)")
+    _client(p)
+    p = _command(esub, "events show", "show one event, its context and its dead letters")
+    p.add_argument("id", metavar="ID")
+    _client(p)
+    for verb, text in (
+        ("retry", "dispatch dead-lettered events again, to the hooks that failed"),
+        ("purge", "delete dead-lettered and done events (never pending ones)"),
+    ):
+        p = _command(esub, f"events {verb}", text)
+        p.add_argument("ids", nargs="*", metavar="ID")
+        p.add_argument("--all", action="store_true", help="every dead letter (or done event)")
+        _client(p)
+
+
 BUILDERS: dict[str, Callable[[Any], None]] = {
     "run": _add_run,
     "send": _add_send,
@@ -242,6 +265,7 @@ BUILDERS: dict[str, Callable[[Any], None]] = {
     "bootstrap": _add_bootstrap,
     "hooks": _add_hooks,
     "config": _add_config,
+    "events": _add_events,
     "install-service": _add_install_service,
     "completion": _add_completion,
 }

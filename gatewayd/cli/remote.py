@@ -163,6 +163,16 @@ def format_status(st: dict[str, Any], not_ready: list[dict[str, Any]] | None = N
         f"{queue.get('timeouts', 0)} timed out; latency p50 {latency.get('p50', 0)} ms, "
         f"p99 {latency.get('p99', 0)} ms"
     )
+    journal = queue.get("journal") or {}
+    if journal.get("backend") == "sqlite":
+        lines.append(
+            f"journal:  {journal.get('path')} ({journal.get('size_bytes', 0):,} bytes), "
+            f"{journal.get('pending', 0)} pending (oldest {journal.get('oldest_pending_age_s', 0)}"
+            f" s), {journal.get('dead_letters', 0)} dead letters"
+            + (" - DISK FULL" if journal.get("full") else "")
+        )
+    elif journal:
+        lines.append(f"journal:  memory, {journal.get('dead_letters', 0)} dead letters")
     lines.append(f"sessions: {st.get('sessions', 0)}")
     lines.append(f"startup:  {'fired' if st.get('startup_fired') else 'pending'}")
     last = st.get("last_reload")

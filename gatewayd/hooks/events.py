@@ -2,7 +2,7 @@
 
 An event is ``type:action`` for one session. Handlers append reply lines to ``messages`` and may
 read or mutate ``context``. ``to_json()`` / ``from_json()`` are the wire form used by the control
-channel and command hooks: ``{type, action, sessionKey, timestamp, messages, context}``.
+channel and command hooks: ``{id, type, action, sessionKey, timestamp, messages, context}``.
 """
 
 from __future__ import annotations
@@ -59,6 +59,8 @@ class HookEvent(Generic[ContextT]):
     first; bounded by ``hooks.maxDepth``."""
     background: bool = False
     """This dispatch runs the event's background handlers (after its reply was sent)."""
+    id: str = ""
+    """Stable across redeliveries (given by the trigger queue's journal): de-duplicate on it."""
 
     @property
     def key(self) -> str:
@@ -68,6 +70,7 @@ class HookEvent(Generic[ContextT]):
     def to_json(self) -> dict[str, Any]:
         """The wire form (DESIGN.md section 4); ``context`` must be JSON-serialisable."""
         return {
+            "id": self.id,
             "type": self.type,
             "action": self.action,
             "sessionKey": self.session_key,
@@ -85,6 +88,7 @@ class HookEvent(Generic[ContextT]):
         if ts := data.get("timestamp"):
             event.timestamp = datetime.fromisoformat(str(ts).replace("Z", "+00:00"))
         event.messages = [str(m) for m in data.get("messages") or []]
+        event.id = str(data.get("id") or "")
         return event
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextvars
 import itertools
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from time import perf_counter
 from typing import Any, NamedTuple
 
@@ -252,9 +252,12 @@ class HookRegistry:
             self._threads = HookThreads(self._hook_threads, self.max_abandoned_threads)
         return self._threads
 
-    async def dispatch(self, event: HookEvent) -> DispatchReport:
+    async def dispatch(
+        self, event: HookEvent, only: Container[str] | None = None
+    ) -> DispatchReport:
         """Run every handler for ``event`` in order; failures are logged and counted, never
         raised. Returns a :class:`DispatchReport`; replies are in ``event.messages``.
+        ``only``: run just the handlers of these hook names (the trigger queue's retries).
 
         This is the hot path (one call per event): locals over attribute lookups, and the
         timeout computed only for a handler that suspends or runs outside the loop.
@@ -264,6 +267,8 @@ class HookRegistry:
             plan = self.background_plan(event.type, key)
         else:
             plan = self._plans.get(key) or self.plan(event.type, key)
+        if only is not None:
+            plan = tuple(h for h in plan if h.hook in only)
         counts = self.event_counts
         counts[key] = counts.get(key, 0) + 1
         token = dispatching.set(event)

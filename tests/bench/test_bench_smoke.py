@@ -30,6 +30,7 @@ BENCHMARKS = [
     "watch",
     "decisions",
     "nodehooks",
+    "journal",
 ]
 """The modules ``python -m bench`` runs (``bench.__main__.BENCHMARKS``): one per benchmark of
 issue 7, plus the watcher."""

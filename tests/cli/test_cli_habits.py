@@ -175,6 +175,10 @@ ARGS = {
     "hooks uninstall": ["hooks", "uninstall", "x"],
     "config show": ["config", "show"],
     "config check": ["config", "check"],
+    "events list": ["events", "list"],
+    "events show": ["events", "show", "x-1"],
+    "events retry": ["events", "retry", "--all"],
+    "events purge": ["events", "purge", "--all"],
 }
 """Arguments that run each command that reads the config."""
 

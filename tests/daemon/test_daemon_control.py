@@ -45,9 +45,11 @@ def daemon(write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path) ->
         handler=COUNTER,
     )
     # The bundled command-logger would log each of the 20,000 commands through a worker thread.
+    # The in-memory journal: these tests fill the lanes themselves (with the durable journal each
+    # client waits for its group commit instead; tests/journal covers that path).
     daemon = start_daemon(
         {
-            "gateway": {"queue": {"capacity": 64, "concurrency": 4}},
+            "gateway": {"queue": {"capacity": 64, "concurrency": 4, "journal": "memory"}},
             "hooks": {"entries": {"command-logger": {"enabled": False}}},
         }
     )

@@ -254,7 +254,9 @@ def test_drain_deadline_counts_what_is_left(
     done = len(read_records(state_dir))
     assert line["left"] > 0
     assert done + line["left"] == 10
-    assert line["summary"].endswith(f" - {line['left']} left")
+    # Left events stay in the (default, durable) journal for the next start; the line says so.
+    assert line["summary"].endswith(f" - {line['left']} left - {line['left']} kept in the journal")
+    assert line["journaled"] == line["left"]
     daemon.wait_log("shutdown.left", left=line["left"])
 
 

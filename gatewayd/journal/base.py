@@ -1,0 +1,151 @@
+"""The journal interface: what the trigger queue needs of a backend (see gatewayd.journal)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from gatewayd.hooks.events import HookEvent
+
+if TYPE_CHECKING:
+    from gatewayd.config import Config
+
+Item = tuple[HookEvent, Any, float, int, "tuple[str, ...] | None"]
+"""A queued event: ``(event, ticket or None, perf_counter() at post, seq, only)``.
+
+``seq`` is the journal's handle for ``done``/``dead`` (0: not journaled); ``only`` limits the
+dispatch to these hook names (a retried dead letter), ``None`` runs every handler."""
+
+Deliver = Callable[[Sequence[Item]], None]
+"""Called on the event loop with committed items, in append order."""
+Reject = Callable[[Sequence[Item], "JournalError"], None]
+"""Called on the event loop with items that could not be made durable (their posters get the
+error from :meth:`Commit.wait`)."""
+Restore = Callable[[Sequence[Item]], None]
+"""Called on the event loop with items the queue has not counted yet: recovered or retried
+events, and events that are not journaled; they go into the lanes above the capacity bound."""
+
+DeadLetter = tuple[str, str, int]
+"""``(hook name, error, attempts)`` of one handler that exhausted its retries."""
+
+
+class JournalError(Exception):
+    """The journal could not record an event; ``code`` is the control channel's error code."""
+
+    code = "journal_error"
+
+
+class JournalFull(JournalError):
+    """The disk under the journal is full: the event was not accepted (nothing was corrupted)."""
+
+    code = "journal_full"
+
+
+class Commit:
+    """One group commit: every poster whose event is in it awaits :meth:`wait`."""
+
+    __slots__ = ("_done", "error")
+
+    def __init__(self) -> None:
+        self._done = anyio.Event()
+        self.error: JournalError | None = None
+
+    async def wait(self) -> None:
+        """Return once the events are durable; raise :class:`JournalError` if they never were."""
+        await self._done.wait()
+        if self.error is not None:
+            raise self.error
+
+    def finish(self, error: JournalError | None = None) -> None:
+        self.error = error
+        self._done.set()
+
+
+class Journal(ABC):
+    """What the trigger queue needs from a journal backend; see the module docstring."""
+
+    backend: str = ""
+    durable: bool = False
+    """False: ``append`` delivers at once and returns None (no commit to await)."""
+
+    def bind(self, deliver: Deliver, reject: Reject, restore: Restore) -> None:
+        """Set where committed, refused and uncounted items go; the queue calls this once."""
+        self._deliver = deliver
+        self._reject = reject
+        self._restore = restore
+
+    @abstractmethod
+    async def open(self) -> list[Item]:
+        """Open (creating or setting aside a damaged store); return the unfinished items."""
+
+    @abstractmethod
+    def next_id(self) -> str:
+        """A fresh event id for an event that is not journaled (``gateway:shutdown``)."""
+
+    @abstractmethod
+    def append(
+        self, event: HookEvent, ticket: Any, posted: float, only: tuple[str, ...] | None = None
+    ) -> Commit | None:
+        """Record ``event`` (giving it its ``id``); on the event loop, never blocks.
+
+        Returns the :class:`Commit` to await before telling the poster "accepted", or None when
+        the item was delivered already (not journaled)."""
+
+    @abstractmethod
+    def done(self, seq: int) -> None:
+        """Every handler of item ``seq`` finished (ok, error or timeout)."""
+
+    @abstractmethod
+    def dead(self, event: HookEvent, seq: int, letters: Sequence[DeadLetter]) -> None:
+        """Item ``seq`` finished, but these handlers exhausted their retries."""
+
+    @abstractmethod
+    async def query(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Serve ``gatewayd events`` (``action``: list, show, retry, purge); see inspect.py."""
+
+    @abstractmethod
+    def stats(self) -> dict[str, Any]:
+        """``{backend, path, size_bytes, pending, dead_letters, oldest_pending_age_s, ...}``."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Write what is buffered and release the store (after the queue drained)."""
+
+
+def make_journal(config: Config, base: Callable[[], dict[str, Any]]) -> Journal:
+    """The backend ``gateway.queue.journal`` names, not yet opened.
+
+    ``base`` returns the context every event carries (``cfg``, ``workspaceDir``): it is left out
+    of the journal and put back on replay, so a record holds only the event's own context.
+    """
+    queue = config.settings.gateway.queue
+    if queue.journal == "memory":
+        from gatewayd.journal.memory import MemoryJournal
+
+        return MemoryJournal()
+    from gatewayd.journal.sqlite import SqliteJournal, journal_path
+
+    return SqliteJournal(
+        journal_path(config.paths.state),
+        base=base,
+        sync=queue.sync,
+        retain_done=queue.retain_done,
+        full_wait_s=queue.full_wait_ms / 1000,
+    )
+
+
+__all__ = [
+    "Commit",
+    "DeadLetter",
+    "Deliver",
+    "Item",
+    "Journal",
+    "JournalError",
+    "JournalFull",
+    "Reject",
+    "Restore",
+    "make_journal",
+]

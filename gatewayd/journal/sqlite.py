@@ -1,0 +1,485 @@
+"""The durable journal: ``<state>/journal/events.db``, SQLite in WAL mode, with group commit.
+
+Everything touching the file runs in one writer thread (``gatewayd-journal``), fed jobs through
+a queue; the event loop never waits on disk. Group commit: every event appended in the same loop
+tick joins one batch, and while a batch is being written the next one fills, so under load one
+transaction (one fsync with ``gateway.queue.sync: full``) carries many events and the batch size
+follows the load by itself. A batch's posters wake when its ``COMMIT`` returned, after its
+events were delivered to the queue's lanes in append order.
+
+``done``/``dead`` marks are not waited for: they ride along with the next batch (or go on their
+own a moment later). One lost to a crash means that event is dispatched again (at-least-once).
+
+A full disk: the batch is retried with backoff for up to ``gateway.queue.fullWaitMs`` while its
+posters wait (and, the queue being bounded, new posters wait behind them), then its posters get
+:class:`JournalFull` (``journal_full``). SQLite rolls the failed transaction back, so the file
+stays whole. A damaged file found at start is set aside (:func:`store.set_aside`) and a fresh one
+created; ``journal.set_aside`` names the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from time import perf_counter
+from typing import Any, TypeVar
+
+import anyio
+import structlog
+
+from gatewayd.hooks.events import HookEvent
+from gatewayd.journal import store
+from gatewayd.journal.base import (
+    Commit,
+    DeadLetter,
+    Item,
+    Journal,
+    JournalError,
+    JournalFull,
+)
+from gatewayd.journal.requests import parse_request
+from gatewayd.journal.store import journal_path
+
+__all__ = ["SqliteJournal", "journal_path"]
+
+log = structlog.get_logger("gatewayd.journal")
+
+Mark = tuple[int, str, str, int, float]
+"""A dead letter on its way to the file: ``(seq, hook, error, attempts, at)``."""
+
+T = TypeVar("T")
+DONE_DELAY_S = 0.02
+"""Done marks with no batch to ride along wait this long for one, then go on their own."""
+TRIM_EVERY = 1024
+"""Done marks between two trims of the retained done events (``retainDone`` > 0)."""
+BASE_KEYS = ("cfg", "workspaceDir")
+"""Context every event carries (the gateway's base): not stored, put back on replay."""
+
+
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+"""One encoder for every record: ``json.dumps`` with options builds a new one per call."""
+
+
+def _context_json(context: dict[str, Any], base: dict[str, Any]) -> str:
+    if "cfg" not in context and "gateway" not in context:
+        return _encode(context)
+    own = {
+        k: v
+        for k, v in context.items()
+        if k != "gateway" and not (k in BASE_KEYS and base.get(k) is v)
+    }
+    return _encode(own)
+
+
+class SqliteJournal(Journal):
+    """See the module docstring. Open with ``await open()`` on the event loop."""
+
+    backend = "sqlite"
+    durable = True
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        base: Callable[[], dict[str, Any]],
+        sync: str = "full",
+        retain_done: int = 0,
+        full_wait_s: float = 5.0,
+    ) -> None:
+        self.path = path
+        self.sync = sync
+        self.retain_done = retain_done
+        self.full_wait_s = full_wait_s
+        self._base = base
+        self._epoch = ""
+        self._seq = 0
+        self._conn: sqlite3.Connection | None = None
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._batch: list[Item] = []
+        self._commit: Commit | None = None
+        self._done: list[int] = []
+        self._dead: list[Mark] = []
+        self._busy = False
+        self._scheduled = False
+        """A flush is due on the next loop turn (events were appended)."""
+        self._timer: asyncio.TimerHandle | None = None
+        """A flush of done/dead marks alone, a moment later."""
+        self._idle: anyio.Event | None = None
+        self._pending: dict[int, float] = {}
+        """seq -> wall time accepted, of every event not yet done (insertion = seq order)."""
+        self._dead_letters = 0
+        self._trim_countdown = TRIM_EVERY
+        self.commits = 0
+        self.committed = 0
+        self.refused = 0
+        self.full = False
+        """The last write found the disk full (cleared by the next one that succeeds)."""
+
+    # -- the writer thread ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` on the writer thread, after every job queued before it."""
+        loop = self._loop
+        assert loop is not None and self._thread is not None
+        done = anyio.Event()
+        box: list[Any] = []
+
+        def job() -> None:
+            try:
+                assert self._conn is not None
+                box.append((True, fn(self._conn)))
+            except BaseException as exc:
+                box.append((False, exc))
+            loop.call_soon_threadsafe(done.set)
+
+        self._jobs.put(job)
+        await done.wait()
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
+
+    # -- open / recover -----------------------------------------------------------------------
+
+    async def open(self) -> list[Item]:
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._run, name="gatewayd-journal", daemon=True)
+        self._thread.start()
+        self._conn = None
+        opened = anyio.Event()
+        box: list[Any] = []
+        loop = self._loop
+
+        def job() -> None:
+            try:
+                box.append((True, self._open_store()))
+            except BaseException as exc:
+                box.append((False, exc))
+            loop.call_soon_threadsafe(opened.set)
+
+        self._jobs.put(job)
+        await opened.wait()
+        ok, value = box[0]
+        if not ok:
+            self._jobs.put(None)
+            raise JournalError(f"cannot open the journal {self.path}: {value}") from value
+        rows, self._dead_letters = value
+        items = self._items(rows)
+        if items:
+            log.info(
+                "journal.recovered",
+                pending=len(items),
+                sessions=len({item[0].session_key for item in items}),
+                path=str(self.path),
+            )
+        return items
+
+    def _open_store(self) -> tuple[list[tuple[Any, ...]], int]:
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            conn, epoch = store.connect(self.path, self.sync)
+            rows = store.pending_rows(conn)
+        except (store.Damaged, sqlite3.DatabaseError) as exc:
+            if not isinstance(exc, store.Damaged) and not store.is_damage(exc):
+                raise
+            aside = store.set_aside(self.path)
+            log.error(
+                "journal.set_aside",
+                file=str(aside),
+                reason=str(exc),
+                note="the events in it are not replayed; a new journal was created",
+                fix=f"inspect or delete {aside}",
+            )
+            conn, epoch = store.connect(self.path, self.sync)
+            rows = []
+        self._conn = conn
+        self._epoch = epoch
+        self._seq = store.high_water(conn)
+        return rows, store.dead_count(conn)
+
+    def _items(self, rows: Sequence[tuple[Any, ...]]) -> list[Item]:
+        base = self._base()
+        items: list[Item] = []
+        now = time.time()
+        for seq, session, etype, action, ts, context, only in rows:
+            event = HookEvent(
+                type=etype,
+                action=action,
+                session_key=session,
+                timestamp=datetime.fromtimestamp(ts, UTC),
+                context={**json.loads(context), **{k: base[k] for k in BASE_KEYS if k in base}},
+            )
+            event.id = f"{self._epoch}-{seq}"
+            self._pending[seq] = now
+            hooks = tuple(json.loads(only)) if only else None
+            items.append((event, None, perf_counter(), seq, hooks))
+        return items
+
+    # -- appending (event loop) ---------------------------------------------------------------
+
+    def next_id(self) -> str:
+        self._seq += 1
+        return f"{self._epoch}-{self._seq}"
+
+    def append(
+        self, event: HookEvent, ticket: Any, posted: float, only: tuple[str, ...] | None = None
+    ) -> Commit | None:
+        self._seq += 1
+        seq = self._seq
+        event.id = f"{self._epoch}-{seq}"
+        if event.type == "gateway":  # lifecycle events (gateway:startup) are never replayed
+            self._deliver([(event, ticket, posted, 0, only)])
+            return None
+        self._batch.append((event, ticket, posted, seq, only))
+        self._pending[seq] = time.time()
+        commit = self._commit
+        if commit is None:
+            commit = self._commit = Commit()
+        if not self._busy and not self._scheduled:
+            self._scheduled = True
+            assert self._loop is not None, "append() before open()"
+            self._loop.call_soon(self._flush)
+        return commit
+
+    def done(self, seq: int) -> None:
+        self._pending.pop(seq, None)
+        self._done.append(seq)
+        self._poke()
+
+    def dead(self, event: HookEvent, seq: int, letters: Sequence[DeadLetter]) -> None:
+        self._pending.pop(seq, None)
+        at = time.time()
+        self._dead.extend((seq, hook, error, attempts, at) for hook, error, attempts in letters)
+        self._dead_letters += len(letters)
+        self._poke()
+
+    def _poke(self) -> None:
+        """Done/dead marks queued: write them with the next batch, or soon on their own."""
+        if not (self._busy or self._scheduled or self._timer) and self._loop is not None:
+            self._timer = self._loop.call_later(DONE_DELAY_S, self._flush)
+
+    def _flush(self) -> None:
+        self._scheduled = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._busy or not (self._batch or self._done or self._dead):
+            return
+        batch, commit, done, dead = self._batch, self._commit, self._done, self._dead
+        self._batch, self._commit, self._done, self._dead = [], None, [], []
+        self._busy = True
+        base = self._base()
+        self._jobs.put(lambda: self._write(batch, commit, done, dead, base))
+
+    def _write(
+        self,
+        batch: list[Item],
+        commit: Commit | None,
+        done: list[int],
+        dead: list[Mark],
+        base: dict[str, Any],
+    ) -> None:
+        """One transaction (writer thread): insert ``batch``, apply the marks, commit."""
+        conn = self._conn
+        assert conn is not None and self._loop is not None
+        error: JournalError | None = None
+        rows = [
+            (
+                seq,
+                event.session_key,
+                event.type,
+                event.action,
+                event.timestamp.timestamp(),
+                _context_json(event.context, base),
+                json.dumps(list(only)) if only else None,
+            )
+            for event, _, _, seq, only in batch
+        ]
+        deadline: float | None = None
+        delay = 0.05
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                if rows:
+                    store.insert(conn, rows)
+                self._apply_marks(conn, done, dead)
+                conn.execute("COMMIT")
+                break
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if not store.is_full(exc):
+                    log.error("journal.write_failed", error=str(exc), events=len(rows))
+                    error = JournalError(f"the journal {self.path} could not record it: {exc}")
+                    break
+                if deadline is None:
+                    deadline = time.monotonic() + (self.full_wait_s if rows else 0)
+                    if not self.full:
+                        log.error(
+                            "journal.full",
+                            path=str(self.path),
+                            error=str(exc),
+                            waiting_ms=round(self.full_wait_s * 1000),
+                            fix="free space on the journal's filesystem",
+                        )
+                    self.full = True
+                if time.monotonic() >= deadline:
+                    error = JournalFull(
+                        f"the disk holding the journal {self.path.parent} is full: event not "
+                        "accepted; free space there and post again"
+                    )
+                    break
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+        if error is None and self.full:
+            self.full = False
+            log.info("journal.space_recovered", path=str(self.path))
+        self._loop.call_soon_threadsafe(self._written, batch, commit, done, dead, error)
+
+    def _apply_marks(self, conn: sqlite3.Connection, done: list[int], dead: list[Mark]) -> None:
+        if done:
+            self._mark_done(conn, done)
+        if dead:
+            conn.executemany("INSERT OR REPLACE INTO dead VALUES (?,?,?,?,?)", dead)
+            conn.executemany(
+                "UPDATE events SET state = 2, done_at = ? WHERE seq = ?",
+                [(at, seq) for seq, *_, at in dead],
+            )
+
+    def _mark_done(self, conn: sqlite3.Connection, done: list[int]) -> None:
+        if self.retain_done == 0:
+            store.delete_done(conn, done)
+            return
+        store.update_done(conn, done, time.time())
+        self._trim_countdown -= len(done)
+        if self._trim_countdown <= 0:
+            self._trim_countdown = TRIM_EVERY
+            store.trim_done(conn, self.retain_done)
+
+    def _written(
+        self,
+        batch: list[Item],
+        commit: Commit | None,
+        done: list[int],
+        dead: list[Mark],
+        error: JournalError | None,
+    ) -> None:
+        """Back on the event loop after a transaction: deliver (or refuse) and go on."""
+        self._busy = False
+        if error is None:
+            self.commits += 1
+            self.committed += len(batch)
+            if batch:
+                self._deliver(batch)
+        else:
+            self.refused += len(batch)
+            for item in batch:
+                self._pending.pop(item[3], None)
+            if batch and error is not None:
+                self._reject(batch, error)
+            self._done[:0] = done  # marks are retried with the next write
+            self._dead[:0] = dead
+        if commit is not None:
+            commit.finish(error)
+        if self._batch:
+            self._flush()
+        elif self._done or self._dead:
+            self._poke()
+        elif self._idle is not None:
+            self._idle.set()
+
+    # -- inspection ---------------------------------------------------------------------------
+
+    async def query(self, request: dict[str, Any]) -> dict[str, Any]:
+        action, args = parse_request(request)
+        epoch = self._epoch
+        if action == "list":
+            events = await self._call(lambda c: store.list_events(c, epoch, **args))
+            return {"events": events, "journal": self.stats()}
+        if action == "show":
+            event = await self._call(lambda c: store.show_event(c, epoch, args["id"]))
+            if event is None:
+                raise ValueError(f"no event {args['id']} in the journal (done and compacted?)")
+            return {"event": event}
+        if action == "retry":
+            rows = await self._call(lambda c: store.retry_dead(c, epoch, args["ids"]))
+            self._dead_letters = await self._call(store.dead_count)
+            items = self._items(rows)
+            self._restore(items)
+            return {"retried": [item[0].id for item in items]}
+        purged = await self._call(lambda c: store.purge(c, epoch, args["ids"]))
+        self._dead_letters = await self._call(store.dead_count)
+        return {"purged": purged}
+
+    def stats(self) -> dict[str, Any]:
+        oldest = next(iter(self._pending.values()), None)
+        return {
+            "backend": self.backend,
+            "path": str(self.path),
+            "sync": self.sync,
+            "size_bytes": store.file_size(self.path),
+            "pending": len(self._pending),
+            "dead_letters": self._dead_letters,
+            "oldest_pending_age_s": round(time.time() - oldest, 3) if oldest else 0.0,
+            "commits": self.commits,
+            "events_per_commit": round(self.committed / self.commits, 2) if self.commits else 0.0,
+            "refused": self.refused,
+            "full": self.full,
+            "retain_done": self.retain_done,
+        }
+
+    # -- closing ------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        if self._thread is None:
+            return
+        while self._busy or self._batch or self._scheduled or self._timer:
+            self._idle = anyio.Event()
+            if not self._busy:
+                self._flush()
+            with anyio.move_on_after(10):
+                await self._idle.wait()
+            if self._busy:  # the disk stays full: what is in flight is not waited for longer
+                break
+        if not self._busy:
+            done, dead, self._done, self._dead = self._done, self._dead, [], []
+            await self._call(lambda conn: self._close_store(conn, done, dead))
+        self._jobs.put(None)
+        thread, self._thread = self._thread, None
+        await anyio.to_thread.run_sync(thread.join, 5)
+
+    def _close_store(
+        self,
+        conn: sqlite3.Connection,
+        done: list[int],
+        dead: list[Mark],
+    ) -> None:
+        """Write the marks of the last dispatches, checkpoint the WAL into the file, close."""
+        if done or dead:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                self._apply_marks(conn, done, dead)
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                log.warning("journal.close_marks_lost", error=str(exc), events=len(done))
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as exc:
+            log.warning("journal.checkpoint_failed", error=str(exc))
+        conn.close()
+        self._conn = None

@@ -1,0 +1,363 @@
+"""The SQLite journal file: its schema, opening (or setting aside) it, and every query on it.
+
+Plain functions on a ``sqlite3.Connection``, used by the daemon's journal writer thread
+(:mod:`gatewayd.journal.sqlite`) and by ``gatewayd events`` when no daemon runs, so both read and
+change the file the same way.
+
+Tables (``PRAGMA user_version`` = :data:`SCHEMA_VERSION`):
+
+``events``  one row per accepted event: ``seq`` (order, and with the journal's ``epoch`` the
+            event id ``<epoch>-<seq>``), session, type, action, timestamp, the event's own
+            context as JSON (without ``cfg``/``workspaceDir``, put back on replay), ``only`` (the
+            hook names a retried dead letter runs), ``state``: 0 pending, 1 done (kept by
+            ``retainDone``), 2 dead (a handler exhausted its retries).
+``dead``    the dead letters: ``(seq, hook, error, attempts, at)``.
+``meta``    ``epoch``: random, made with the file, so ids never repeat across a set-aside file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import sqlite3
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+PENDING, DONE, DEAD = 0, 1, 2
+STATES = {"pending": PENDING, "done": DONE, "dead": DEAD}
+STATE_NAMES = {v: k for k, v in STATES.items()}
+
+SCHEMA = f"""
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    session TEXT NOT NULL,
+    type TEXT NOT NULL,
+    action TEXT NOT NULL,
+    ts REAL NOT NULL,
+    context TEXT NOT NULL,
+    only TEXT,
+    state INTEGER NOT NULL DEFAULT 0,
+    done_at REAL
+);
+CREATE TABLE dead (
+    seq INTEGER NOT NULL,
+    hook TEXT NOT NULL,
+    error TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (seq, hook)
+) WITHOUT ROWID;
+PRAGMA user_version = {SCHEMA_VERSION};
+"""
+
+INSERT_ROWS = 4000
+"""Rows per INSERT statement (7 parameters each, under SQLite's limit of 32766)."""
+DAMAGED = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
+FULL = 13  # SQLITE_FULL
+
+
+def journal_path(state: Path) -> Path:
+    """Where the durable journal lives under the state dir."""
+    return state / "journal" / "events.db"
+
+
+class Damaged(Exception):
+    """The file is not a usable journal (corrupt, truncated, not SQLite, a newer schema)."""
+
+
+def error_code(exc: sqlite3.Error) -> int:
+    """The primary SQLite result code of ``exc`` (0 when unknown)."""
+    return int(getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    """``exc`` says the file is corrupt or no database at all (not: locked, unreadable)."""
+    text = str(exc)
+    return error_code(exc) in DAMAGED or "malformed" in text or "not a database" in text
+
+
+def is_full(exc: BaseException) -> bool:
+    """``exc`` says the disk (or the filesystem's quota) is full."""
+    if isinstance(exc, sqlite3.Error) and error_code(exc) == FULL:
+        return True
+    return "disk is full" in str(exc) or "No space left" in str(exc)
+
+
+def connect(path: Path, sync: str) -> tuple[sqlite3.Connection, str]:
+    """Open (or create) the journal at ``path``; return the connection and the epoch.
+
+    Raises :class:`Damaged` when the file exists but is no usable journal, and ``sqlite3.Error``
+    / ``OSError`` for anything else (permissions, a missing directory)."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
+    try:
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            conn.execute(f"PRAGMA synchronous={'FULL' if sync == 'full' else 'NORMAL'}")
+            check = conn.execute("PRAGMA quick_check").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            if is_damage(exc):
+                raise Damaged(str(exc)) from None
+            raise
+        if check != "ok":
+            raise Damaged(f"integrity check: {check}")
+        if str(mode).lower() != "wal":
+            raise Damaged(f"cannot switch the file to WAL mode (got {mode})")
+        if version > SCHEMA_VERSION:
+            raise Damaged(f"written by a newer gatewayd (schema {version} > {SCHEMA_VERSION})")
+        if version == 0:
+            if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                raise Damaged("an SQLite file that is not a gatewayd journal")
+            conn.executescript(f"BEGIN IMMEDIATE; {SCHEMA} COMMIT;")
+        row = conn.execute("SELECT value FROM meta WHERE key = 'epoch'").fetchone()
+        if row is None:
+            epoch = secrets.token_hex(4)
+            conn.execute("INSERT INTO meta VALUES ('epoch', ?)", (epoch,))
+        else:
+            epoch = str(row[0])
+    except BaseException:
+        conn.close()
+        raise
+    return conn, epoch
+
+
+def set_aside(path: Path) -> Path:
+    """Rename a damaged journal (and its ``-wal``/``-shm``) with a UTC timestamp; return it."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    target = path.with_name(f"{path.name}.damaged-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+    os.replace(path, target)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            os.replace(side, target.with_name(target.name + suffix))
+    return target
+
+
+def insert(conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Insert event rows ``(seq, session, type, action, ts, context, only)``.
+
+    One multi-row statement per :data:`INSERT_ROWS`, not ``executemany``: the sqlite3 module
+    lets go of the GIL around every statement step, and a writer thread that does that once per
+    row waits for the busy event loop thread each time (~100x slower under load)."""
+    for start in range(0, len(rows), INSERT_ROWS):
+        chunk = rows[start : start + INSERT_ROWS]
+        values = ",".join(["(?,?,?,?,?,?,?)"] * len(chunk))
+        conn.execute(
+            f"INSERT INTO events (seq, session, type, action, ts, context, only) VALUES {values}",
+            [value for row in chunk for value in row],
+        )
+
+
+def delete_done(conn: sqlite3.Connection, seqs: Sequence[int]) -> None:
+    """Delete the pending events ``seqs`` (they are done): one statement, see :func:`insert`."""
+    conn.execute(
+        "DELETE FROM events WHERE state = 0 AND seq IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(seqs)),),
+    )
+
+
+def update_done(conn: sqlite3.Connection, seqs: Sequence[int], at: float) -> None:
+    """Mark the pending events ``seqs`` done at ``at`` (kept for ``retainDone``)."""
+    conn.execute(
+        "UPDATE events SET state = 1, done_at = ? "
+        "WHERE state = 0 AND seq IN (SELECT value FROM json_each(?))",
+        (at, json.dumps(list(seqs))),
+    )
+
+
+def high_water(conn: sqlite3.Connection) -> int:
+    """The highest ``seq`` ever used (AUTOINCREMENT keeps it past deleted rows)."""
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def pending_rows(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+    """``(seq, session, type, action, ts, context, only)`` of every pending event, in order."""
+    return conn.execute(
+        "SELECT seq, session, type, action, ts, context, only FROM events "
+        "WHERE state = 0 ORDER BY seq"
+    ).fetchall()
+
+
+def dead_count(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT count(*) FROM dead").fetchone()[0])
+
+
+def file_size(path: Path) -> int:
+    """Bytes of the journal file plus its write-ahead log."""
+    total = 0
+    for name in (path.name, path.name + "-wal"):
+        with contextlib.suppress(OSError):
+            total += path.with_name(name).stat().st_size
+    return total
+
+
+# -- gatewayd events --------------------------------------------------------------------------
+
+
+def parse_id(epoch: str, event_id: str) -> int:
+    """The ``seq`` of ``<epoch>-<seq>``; ``ValueError`` naming the id when it is not ours."""
+    prefix, _, seq = event_id.rpartition("-")
+    if prefix != epoch or not seq.isdigit():
+        raise ValueError(f"no event {event_id!r} in this journal (ids look like {epoch}-123)")
+    return int(seq)
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _letters(conn: sqlite3.Connection, seq: int) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT hook, error, attempts, at FROM dead WHERE seq = ? ORDER BY at, hook", (seq,)
+    ).fetchall()
+    return [{"hook": h, "error": e, "attempts": a, "at": _iso(at)} for h, e, a, at in rows]
+
+
+def _record(conn: sqlite3.Connection, epoch: str, row: Sequence[Any], full: bool) -> dict[str, Any]:
+    seq, session, etype, action, ts, context, only, state, done_at = row
+    record: dict[str, Any] = {
+        "id": f"{epoch}-{seq}",
+        "event": f"{etype}:{action}",
+        "sessionKey": session,
+        "timestamp": _iso(ts),
+        "state": STATE_NAMES.get(state, str(state)),
+        "doneAt": _iso(done_at),
+        "only": json.loads(only) if only else None,
+        "deadLetters": _letters(conn, seq) if state == DEAD else [],
+    }
+    if full:
+        record["context"] = json.loads(context)
+    return record
+
+
+COLUMNS = "seq, session, type, action, ts, context, only, state, done_at"
+
+
+def list_events(
+    conn: sqlite3.Connection,
+    epoch: str,
+    *,
+    state: str = "all",
+    session: str | None = None,
+    limit: int = 50,
+) -> list[dict[str, Any]]:
+    """The newest ``limit`` events (``state``: pending, done, dead or all), oldest first."""
+    where: list[str] = []
+    args: list[Any] = []
+    if state != "all":
+        where.append("state = ?")
+        args.append(STATES[state])
+    if session is not None:
+        where.append("session = ?")
+        args.append(session)
+    clause = f"WHERE {' AND '.join(where)}" if where else ""
+    rows = conn.execute(
+        f"SELECT {COLUMNS} FROM events {clause} ORDER BY seq DESC LIMIT ?", (*args, limit)
+    ).fetchall()
+    return [_record(conn, epoch, row, False) for row in reversed(rows)]
+
+
+def show_event(conn: sqlite3.Connection, epoch: str, event_id: str) -> dict[str, Any] | None:
+    """One event with its context and dead letters, or None when the journal no longer has it."""
+    seq = parse_id(epoch, event_id)
+    row = conn.execute(f"SELECT {COLUMNS} FROM events WHERE seq = ?", (seq,)).fetchone()
+    return _record(conn, epoch, row, True) if row else None
+
+
+def _dead_seqs(conn: sqlite3.Connection, epoch: str, ids: Sequence[str] | None) -> list[int]:
+    if ids is None:
+        return [r[0] for r in conn.execute("SELECT seq FROM events WHERE state = 2 ORDER BY seq")]
+    seqs = []
+    for event_id in ids:
+        seq = parse_id(epoch, event_id)
+        row = conn.execute("SELECT state FROM events WHERE seq = ?", (seq,)).fetchone()
+        if row is None or row[0] != DEAD:
+            state = "gone" if row is None else STATE_NAMES.get(row[0], "?")
+            raise ValueError(f"event {event_id} is not a dead letter (it is {state})")
+        seqs.append(seq)
+    return seqs
+
+
+def retry_dead(
+    conn: sqlite3.Connection, epoch: str, ids: Sequence[str] | None
+) -> list[tuple[Any, ...]]:
+    """Make dead-lettered events pending again, limited to the hooks that failed; return their
+    rows as :func:`pending_rows` does. ``ids`` None: every dead letter."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        seqs = _dead_seqs(conn, epoch, ids)
+        for seq in seqs:
+            hooks = [r[0] for r in conn.execute("SELECT hook FROM dead WHERE seq = ?", (seq,))]
+            conn.execute(
+                "UPDATE events SET state = 0, only = ?, done_at = NULL WHERE seq = ?",
+                (json.dumps(sorted(hooks)), seq),
+            )
+            conn.execute("DELETE FROM dead WHERE seq = ?", (seq,))
+        rows = [
+            conn.execute(
+                "SELECT seq, session, type, action, ts, context, only FROM events WHERE seq = ?",
+                (seq,),
+            ).fetchone()
+            for seq in seqs
+        ]
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return rows
+
+
+def purge(conn: sqlite3.Connection, epoch: str, ids: Sequence[str] | None) -> int:
+    """Delete dead-lettered and done events (``ids`` None: all of them); pending ones are never
+    purged. Returns how many events went."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if ids is None:
+            seqs = [r[0] for r in conn.execute("SELECT seq FROM events WHERE state != 0")]
+        else:
+            seqs = []
+            for event_id in ids:
+                seq = parse_id(epoch, event_id)
+                row = conn.execute("SELECT state FROM events WHERE seq = ?", (seq,)).fetchone()
+                if row is None:
+                    raise ValueError(f"no event {event_id} in the journal")
+                if row[0] == PENDING:
+                    raise ValueError(
+                        f"event {event_id} is pending: it is still to be dispatched, not purged"
+                    )
+                seqs.append(seq)
+        conn.executemany("DELETE FROM dead WHERE seq = ?", [(s,) for s in seqs])
+        conn.executemany("DELETE FROM events WHERE seq = ?", [(s,) for s in seqs])
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return len(seqs)
+
+
+def trim_done(conn: sqlite3.Connection, retain: int) -> int:
+    """Delete done events beyond the newest ``retain``; returns how many went."""
+    cur = conn.execute(
+        "DELETE FROM events WHERE state = 1 AND seq <= (SELECT seq FROM events WHERE state = 1 "
+        "ORDER BY seq DESC LIMIT 1 OFFSET ?)",
+        (retain,),
+    )
+    return cur.rowcount
+
+
+def now() -> float:
+    return time.time()

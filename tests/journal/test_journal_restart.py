@@ -1,0 +1,129 @@
+"""Restarts that are not crashes: SIGTERM with a full queue, and a journal damaged by hand.
+
+* SIGTERM while a slow hook has a full queue and the drain deadline is short: the shutdown line
+  counts what was left and says it is kept in the journal; the next daemon dispatches exactly
+  those, first and in order, and every accepted event is dispatched.
+* A journal garbled or truncated while the daemon was stopped: the next start sets the file
+  aside (renamed, ``journal.set_aside`` naming it), starts a new journal and works.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.journal.journal_support import read_records, recording_hook
+from tests.support.control import Control
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import WriteHook
+from tests.support.state import wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+NO_LOGGER = {"entries": {"command-logger": {"enabled": False}}}
+
+
+def post_pipelined(
+    socket_path: Path, count: int, accepted: list[int], done: threading.Event
+) -> None:
+    """Send ``count`` triggers at once and note each ``n`` whose reply says queued."""
+    control = Control(socket_path)
+    try:
+        control.send_raw(
+            b"".join(
+                json.dumps(
+                    {
+                        "id": n,
+                        "op": "trigger",
+                        "event": "command:work",
+                        "sessionKey": "one",
+                        "context": {"n": n},
+                        "wait": False,
+                    }
+                ).encode()
+                + b"\n"
+                for n in range(count)
+            )
+        )
+        while (reply := control.read()) is not None:
+            if reply.get("ok"):
+                accepted.append(reply["id"])
+    except OSError:
+        pass
+    finally:
+        control.close()
+        done.set()
+
+
+def test_sigterm_with_a_full_queue_keeps_what_the_deadline_left(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    hooks = state_dir / "hooks"
+    write_hook(hooks, "slow", events=["command:work"], handler=recording_hook(delay_s=0.2))
+    config = {
+        "gateway": {"drainTimeoutMs": 300, "queue": {"capacity": 4, "concurrency": 1}},
+        "hooks": NO_LOGGER,
+    }
+    daemon = start_daemon(config)
+    accepted: list[int] = []
+    finished = threading.Event()
+    poster = threading.Thread(target=post_pipelined, args=(daemon.socket, 20, accepted, finished))
+    poster.start()
+    wait_until(lambda: len(accepted) >= 4, what="the queue filling up")
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait() == 0
+    poster.join(30)
+    line = daemon.shutdown_line()
+    first = [r["n"] for r in read_records(state_dir)]
+    assert line["left"] > 0 and line["journaled"] == line["left"]
+    assert line["summary"].endswith(f" - {line['left']} kept in the journal")
+    assert len(first) + line["left"] == len(accepted)
+
+    daemon = start_daemon()
+    assert daemon.wait_log("journal.recovered")["pending"] == line["left"]
+    wait_until(lambda: len(read_records(state_dir)) >= len(accepted), what="the replay")
+    assert daemon.stop() == 0
+    records = read_records(state_dir)
+    second = [r["n"] for r in records[len(first) :]]
+    assert first + second == sorted(accepted)  # each once, in order: nothing lost or repeated
+    assert {r["pid"] for r in records[len(first) :]} == {daemon.proc.pid}
+
+
+@pytest.mark.parametrize("damage", ["garbled", "truncated"])
+def test_a_damaged_journal_is_set_aside_and_the_daemon_starts(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook, damage: str
+) -> None:
+    write_hook(state_dir / "hooks", "rec", events=["command:work"], handler=recording_hook())
+    daemon = start_daemon({"gateway": {"queue": {"retainDone": 10000}}, "hooks": NO_LOGGER})
+    with daemon.control() as control:
+        for n in range(300):
+            control.ok("trigger", event="command:work", sessionKey=f"s{n % 7}", context={"n": n})
+    assert daemon.stop() == 0
+    journal = state_dir / "journal" / "events.db"
+    size = journal.stat().st_size
+    assert size > 4096
+    if damage == "garbled":
+        with journal.open("r+b") as f:
+            f.seek(0)
+            f.write(b"this is not what SQLite wrote" * 100)
+    else:
+        os.truncate(journal, size // 2)
+
+    daemon = start_daemon()
+    aside = daemon.wait_log("journal.set_aside")
+    moved = Path(aside["file"])
+    assert moved.parent == journal.parent and moved.name.startswith("events.db.damaged-")
+    assert moved.stat().st_size > 0 and journal.exists()
+    with daemon.control() as control:
+        reply = control.ok("trigger", event="command:work", sessionKey="after", context={"n": -1})
+        status: dict[str, Any] = control.ok("status")["status"]["queue"]["journal"]
+    assert reply["messages"] == []
+    assert status["pending"] == 0 and status["backend"] == "sqlite"
+    assert read_records(state_dir)[-1]["n"] == -1
+    assert daemon.stop() == 0

@@ -1,0 +1,165 @@
+"""Per-hook retries, dead letters and ``gatewayd events list|show|retry|purge`` on a real daemon.
+
+A hook with ``retries`` that fails until a flag file exists: it is retried (alone: the other
+hook on the same event runs once), then dead-lettered with the hook, the error and the attempt
+count; ``events`` lists and shows it, ``retry`` runs only the failed hook again (now fixed) and
+``purge`` deletes what is done. The same commands work on the journal file with no daemon, a
+retry made then is dispatched at the next start, and ``status`` reports the journal.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.journal.journal_support import events_cli, read_records, recording_hook
+from tests.support.cli import Result, gatewayd, ok
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import WriteHook
+from tests.support.state import wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+CONFIG = {
+    "gateway": {"queue": {"retainDone": 100}},
+    "hooks": {
+        "entries": {
+            "command-logger": {"enabled": False},
+            "flaky": {"retries": 2, "retryBackoffMs": 20},
+        }
+    },
+}
+
+
+def _json(proc: Result) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(ok(proc).stdout)
+    return data
+
+
+def test_retries_dead_letters_and_the_events_commands(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    hooks = state_dir / "hooks"
+    write_hook(hooks, "steady", events=["command:work"], handler=recording_hook("steady.jsonl"))
+    flaky = recording_hook("flaky.jsonl", fail_unless="fixed")
+    write_hook(hooks, "flaky", events=["command:work"], handler=flaky)
+    daemon = start_daemon(CONFIG)
+    with daemon.control() as control:
+        reply = control.ok("trigger", event="command:work", sessionKey="s", context={"n": 1})
+        status = control.ok("status")["status"]["queue"]
+    assert reply["messages"] == []
+    assert status["retried"] == 2 and status["dead_lettered"] == 1
+    assert status["journal"]["dead_letters"] == 1
+    attempts = read_records(state_dir, "flaky.jsonl")
+    assert len(attempts) == 3 and all(a.get("failed") for a in attempts)  # 1 + 2 retries
+    event_id = attempts[0]["id"]
+    assert {a["id"] for a in attempts} == {event_id}
+    assert len(read_records(state_dir, "steady.jsonl")) == 1  # not re-run by the retries
+    line = daemon.wait_log("hook.dead_letter", hook="flaky")
+    assert line["attempts"] == 3 and line["event_id"] == event_id
+
+    listed = _json(events_cli(state_dir, "list", "--state", "dead", "--json"))
+    (dead,) = listed["events"]
+    assert dead["id"] == event_id and dead["state"] == "dead"
+    (letter,) = dead["deadLetters"]
+    assert letter["hook"] == "flaky" and letter["attempts"] == 3
+    assert "RuntimeError: not yet" in letter["error"]
+    shown = _json(events_cli(state_dir, "show", event_id, "--json"))
+    assert shown["context"] == {"n": 1} and shown["event"] == "command:work"
+    text = events_cli(state_dir, "list")
+    assert text.returncode == 0 and event_id in text.stdout and "flaky failed 3x" in text.stdout
+
+    bad = events_cli(state_dir, "retry", "nope-1")
+    assert bad.returncode == 1 and "no event 'nope-1'" in bad.stderr
+
+    (state_dir / "fixed").touch()
+    retried = _json(events_cli(state_dir, "retry", event_id, "--json"))
+    assert retried["retried"] == [event_id]
+    wait_until(lambda: len(read_records(state_dir, "flaky.jsonl")) == 4, what="the retry")
+    assert read_records(state_dir, "flaky.jsonl")[-1] == {
+        **read_records(state_dir, "flaky.jsonl")[-1],
+        "id": event_id,
+        "n": 1,
+    }
+    assert len(read_records(state_dir, "steady.jsonl")) == 1  # only the failed hook re-ran
+    with daemon.control() as control:
+        journal = wait_until(
+            lambda: (j := control.ok("status")["status"]["queue"]["journal"])["pending"] == 0 and j,
+            what="the retried event done",
+        )
+    assert journal["dead_letters"] == 0
+    done = _json(events_cli(state_dir, "list", "--state", "done", "--json"))
+    assert [e["id"] for e in done["events"]] == [event_id]
+    assert _json(events_cli(state_dir, "purge", "--all", "--json"))["purged"] == 1
+    status_text = ok(gatewayd(state_dir, "status")).stdout
+    assert "journal:" in status_text and "0 dead letters" in status_text
+    assert daemon.stop() == 0
+
+
+def test_events_commands_without_a_daemon_and_retry_at_the_next_start(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    hooks = state_dir / "hooks"
+    flaky = recording_hook("flaky.jsonl", fail_unless="fixed")
+    write_hook(hooks, "flaky", events=["command:work"], handler=flaky)
+    daemon = start_daemon(CONFIG)
+    with daemon.control() as control:
+        for n in range(3):
+            control.ok("trigger", event="command:work", sessionKey=f"s{n}", context={"n": n})
+    assert daemon.stop() == 0
+
+    listed = _json(events_cli(state_dir, "list", "--state", "dead", "--json"))
+    ids = [e["id"] for e in listed["events"]]
+    assert len(ids) == 3
+    assert _json(events_cli(state_dir, "purge", ids[0], "--json"))["purged"] == 1
+    pending = events_cli(state_dir, "purge", "--all")
+    assert pending.returncode == 0 and "purged 2 events" in pending.stdout
+    # Nothing dead any more; make new dead letters, then retry one with the daemon stopped.
+    daemon = start_daemon()
+    with daemon.control() as control:
+        control.ok("trigger", event="command:work", sessionKey="later", context={"n": 7})
+    assert daemon.stop() == 0
+    (dead,) = _json(events_cli(state_dir, "list", "--state", "dead", "--json"))["events"]
+    retry = events_cli(state_dir, "retry", dead["id"])
+    assert retry.returncode == 0 and "when gatewayd next starts" in retry.stdout
+    (state_dir / "fixed").touch()
+    daemon = start_daemon()
+    wait_until(
+        lambda: any(
+            r["id"] == dead["id"] and not r.get("failed")
+            for r in read_records(state_dir, "flaky.jsonl")
+        ),
+        what="the retried dead letter dispatched at the start",
+    )
+    assert daemon.wait_log("journal.recovered")["pending"] == 1
+    assert daemon.stop() == 0
+
+
+def test_the_memory_journal_keeps_dead_letters_while_it_runs(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    flaky = recording_hook("flaky.jsonl", fail_unless="fixed")
+    write_hook(state_dir / "hooks", "flaky", events=["command:work"], handler=flaky)
+    config = {**CONFIG, "gateway": {"queue": {"journal": "memory"}}}
+    daemon = start_daemon(config)
+    with daemon.control() as control:
+        control.ok("trigger", event="command:work", sessionKey="m", context={"n": 5})
+        journal = control.ok("status")["status"]["queue"]["journal"]
+    assert journal == {"backend": "memory", "pending": None, "dead_letters": 1}
+    (dead,) = _json(events_cli(state_dir, "list", "--json"))["events"]
+    assert dead["state"] == "dead" and dead["deadLetters"][0]["attempts"] == 3
+    assert _json(events_cli(state_dir, "show", dead["id"], "--json"))["context"] == {"n": 5}
+    (state_dir / "fixed").touch()
+    assert _json(events_cli(state_dir, "retry", "--all", "--json"))["retried"] == [dead["id"]]
+    wait_until(
+        lambda: not read_records(state_dir, "flaky.jsonl")[-1].get("failed"), what="the retry"
+    )
+    assert _json(events_cli(state_dir, "list", "--json"))["events"] == []
+    assert daemon.stop() == 0
+    # Nothing survives the process with the memory journal: no file, and the CLI says so.
+    assert not (state_dir / "journal" / "events.db").exists()
+    gone = events_cli(state_dir, "list")
+    assert gone.returncode == 1 and "no journal at" in gone.stderr
