@@ -1,4 +1,5 @@
-"""Writing files so that nothing written is lost or torn: the one atomic-write helper.
+"""Writing files so that nothing written is lost or torn (the one atomic-write helper), and
+reading a file that must be a regular one.
 
 * :func:`atomic_write` replaces a whole file: the new content goes to a temporary file beside it
   (created ``O_EXCL | O_NOFOLLOW``), every byte is written (a short write is continued, a write
@@ -10,6 +11,9 @@
   write (a full disk) truncates back to where it began, leaving no torn line behind.
 * :func:`trim_torn_tail` cuts an unterminated last line (a writer killed mid-line) off a
   line-oriented file before anything is appended after it.
+
+* :func:`read_regular` reads a file gatewayd expects to be a regular file (config, ``HOOK.md``,
+  bootstrap files) without ever blocking on a FIFO or reading a device or an endless file.
 
 Blocking calls: from async code, run them in a worker thread.
 """
@@ -131,3 +135,36 @@ def trim_torn_tail(fd: int) -> int:
         keep = 0
     os.ftruncate(fd, keep)
     return size - keep
+
+
+class NotRegularFile(OSError):
+    """A path that is a FIFO, device, socket or directory, or a file over the size limit."""
+
+
+def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes.
+
+    The file is opened non-blocking (opening a FIFO would wait for a writer) and checked on the
+    descriptor, so a FIFO, a device (``/dev/zero`` behind a symlink included) or a socket raises
+    :class:`NotRegularFile` without a single read; so does a file over ``limit``.
+    ``FileNotFoundError`` and other ``OSError`` pass through.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO, device or socket"
+            raise NotRegularFile(f"{os.fspath(path)} is {kind}, not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise NotRegularFile(f"{os.fspath(path)} is larger than {limit} bytes")
+    return b"".join(chunks)

@@ -20,6 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic.alias_generators import to_camel
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from gatewayd.atomic import read_regular
 from gatewayd.config_env import (
     expected_form,
     field_at,
@@ -401,10 +402,14 @@ def _env_error(var: str, loc: tuple[Any, ...], message: str, unknown: bool) -> s
     )
 
 
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+"""A config file larger than this is refused (it is read whole, and a FIFO or device never)."""
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
     """The file's top-level mapping; an empty file is ``{}``. Raises :class:`ConfigError`."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path, MAX_CONFIG_BYTES).decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(str(path), [f"config file not found: {path}"]) from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -18,8 +18,15 @@ from pydantic import ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from gatewayd.atomic import atomic_write
-from gatewayd.config import ConfigError, Settings, fold_internal, format_errors, read_config_file
+from gatewayd.atomic import atomic_write, read_regular
+from gatewayd.config import (
+    MAX_CONFIG_BYTES,
+    ConfigError,
+    Settings,
+    fold_internal,
+    format_errors,
+    read_config_file,
+)
 from gatewayd.yamlio import load_yaml
 
 
@@ -53,7 +60,7 @@ def set_hook_enabled(path: Path, hook_key: str, enabled: bool) -> bool:
     valid YAML, or if the edited config would not validate (the file is then left untouched).
     """
     yaml = _yaml()
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    text = _read_text(path)
     if text.strip():
         read_config_file(path)  # a clear error for a broken file, before ruamel's own
         doc = yaml.load(text)
@@ -79,7 +86,7 @@ def set_hook_enabled(path: Path, hook_key: str, enabled: bool) -> bool:
 def _load_document(path: Path) -> tuple[YAML, CommentedMap]:
     """The round-trip editor and the file's document (an empty map when absent or empty)."""
     yaml = _yaml()
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    text = _read_text(path)
     if not text.strip():
         return yaml, CommentedMap()
     read_config_file(path)  # a clear error for a broken file, before ruamel's own
@@ -157,6 +164,16 @@ def _validate(path: Path, text: str) -> None:
         Settings.model_validate(fold_internal(raw))
     except ValidationError as exc:
         raise ConfigError(str(path), format_errors(exc)) from None
+
+
+def _read_text(path: Path) -> str:
+    """The file's text, "" when absent; a FIFO, device or oversized file is a ConfigError."""
+    if not path.exists():
+        return ""
+    try:
+        return read_regular(path, MAX_CONFIG_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), [f"cannot read {path}: {exc}"]) from None
 
 
 def _atomic_write(path: Path, text: str) -> None:

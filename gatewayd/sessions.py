@@ -49,7 +49,7 @@ from typing import Any
 import anyio
 import structlog
 
-from gatewayd.atomic import append_whole, atomic_write, trim_torn_tail
+from gatewayd.atomic import append_whole, atomic_write, read_regular, trim_torn_tail
 from gatewayd.paths import ensure_private_dir
 from gatewayd.timestamps import iso_now
 
@@ -433,20 +433,6 @@ def read_bootstrap_files(workspace: Path) -> list[dict[str, Any]]:
 
 
 def read_regular_file(path: Path, limit: int) -> str:
-    """The text of ``path`` if it is a regular file of at most ``limit`` bytes; else ``OSError``.
-
-    The file is opened non-blocking (a FIFO's open would wait for a writer) and checked on the
-    descriptor, so a FIFO, device or socket (or ``/dev/zero`` behind a symlink) is refused
-    without a single read.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(limit + 1)
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise OSError(f"{path} is larger than {limit} bytes")
-    return data.decode("utf-8", errors="replace")
+    """The text of ``path`` if it is a regular file of at most ``limit`` bytes; else ``OSError``
+    (:func:`gatewayd.atomic.read_regular`: a FIFO or device is refused without a read)."""
+    return read_regular(path, limit).decode("utf-8", errors="replace")

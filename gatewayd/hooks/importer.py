@@ -267,7 +267,7 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         package = self._packages.get(name)
         if package is None:
             return
-        for module in package.modules:
+        for module in list(package.modules):  # an abandoned import may still add one
             sys.modules.pop(module, None)
         package.modules.clear()
         sys.modules.pop(name, None)
@@ -292,16 +292,19 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         with self._lock:
             self.purge(name)
             self._packages[name] = HookPackage(name, directory, allow_links)
-            try:
-                package = self._create(_package_spec(name, self, directory))
-                stem = filename.removesuffix(".py")
-                origin = os.path.join(directory, filename)
-                module = self._create(_file_spec(f"{name}.{stem}", self, origin, None))
-                setattr(package, stem, module)
-                return module
-            except BaseException:
+        # The module's code runs outside the lock: a hook whose import never returns (the
+        # loader stops waiting, hooks/bounded.py) must not hold every later load.
+        try:
+            package = self._create(_package_spec(name, self, directory))
+            stem = filename.removesuffix(".py")
+            origin = os.path.join(directory, filename)
+            module = self._create(_file_spec(f"{name}.{stem}", self, origin, None))
+            setattr(package, stem, module)
+            return module
+        except BaseException:
+            with self._lock:
                 self.purge(name)
-                raise
+            raise
 
     def retain(self, names: set[str]) -> None:
         """End of a load: forget (and purge) every package not in ``names`` (hooks that are

@@ -37,6 +37,7 @@ from typing import Any
 
 import structlog
 
+from gatewayd.hooks.bounded import TimedOut, call_within
 from gatewayd.hooks.cfgview import hook_cfg, public_cfg
 from gatewayd.hooks.discovery import Discovery, FoundHook, HookRoot, discover
 from gatewayd.hooks.eligibility import EligibilityChecker, empty_missing
@@ -343,10 +344,21 @@ class _Builder:
             return node.handler
         package = package_name(self.importer.root, name, directory, kind)
         self.packages.add(package)
+        bound_s = timeout_s or self.spec.timeout_ms / 1000  # the hook's own timeout bounds it
         try:
-            module = self.importer.load(
-                package, directory, handler_file.name, allow_links=allow_links
+            module = call_within(
+                bound_s,
+                f"importing {handler_file}",
+                self.importer.load,
+                package,
+                directory,
+                handler_file.name,
+                allow_links=allow_links,
             )
+        except TimedOut as exc:
+            raise _Failure(
+                f"{exc}; remove what blocks at import time (move it into the handler)"
+            ) from None
         except UnsafePathError as exc:  # the importer checks every file it loads
             raise _Failure(str(exc)) from None
         except BaseException as exc:  # a hook's module code may raise anything, even SystemExit

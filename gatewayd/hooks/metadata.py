@@ -33,6 +33,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from gatewayd.atomic import read_regular
 from gatewayd.hooks.events import EventKeyError, parse_event_key
 from gatewayd.yamlio import YamlError, load_yaml
 
@@ -305,6 +306,10 @@ def parse_manifest(text: str, path: Path, *, source: str | None = None) -> HookM
     )
 
 
+MAX_HOOK_MD_BYTES = 1024 * 1024
+"""A HOOK.md over 1 MiB is refused (never read whole); so is one that is not a regular file."""
+
+
 class ManifestCache:
     """Validated manifests keyed by path and the file's exact bytes.
 
@@ -320,8 +325,7 @@ class ManifestCache:
         """Like :func:`read_manifest`, answered from the cache when the bytes are unchanged."""
         where = source or str(path)
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = read_regular(path, MAX_HOOK_MD_BYTES)
         except OSError as exc:
             raise ManifestError([f"{where}: cannot read: {exc.strerror or exc}"]) from None
         key = (path, where)
@@ -354,7 +358,7 @@ def read_manifest(path: Path, *, source: str | None = None) -> HookManifest:
     """Read and validate the ``HOOK.md`` at ``path``; raise :class:`ManifestError`."""
     where = source or str(path)
     try:
-        data = path.read_bytes()
+        data = read_regular(path, MAX_HOOK_MD_BYTES)
     except OSError as exc:
         raise ManifestError([f"{where}: cannot read: {exc.strerror or exc}"]) from None
     return parse_manifest(_decode(data, where), path, source=where)

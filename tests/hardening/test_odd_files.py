@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.fixtures import StartDaemon
@@ -49,4 +50,92 @@ def test_names_that_are_not_utf8_under_a_watched_root(
     with daemon.control() as control:
         later = control.ok("status")["status"]["reloads"]
     assert later - reloads <= 1, f"{later - reloads} reloads with nothing changed"
+    assert daemon.stop() == 0
+
+
+LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+)
+"""A billion laughs: nine levels of nine aliases, 9**9 strings once expanded."""
+
+
+def test_special_files_and_alias_bombs_as_the_config_are_refused(
+    start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    config = state_dir / "gatewayd.yaml"
+    cases: dict[str, Callable[[], object]] = {
+        "fifo": lambda: os.mkfifo(config),
+        "device": lambda: config.symlink_to("/dev/zero"),
+        "laughs": lambda: config.write_text(LAUGHS),
+        "recursive": lambda: config.write_text("hooks: &h {entries: {x: *h}}\n"),
+    }
+    for name, make in cases.items():
+        config.unlink(missing_ok=True)
+        make()
+        daemon = start_daemon(wait_ready=False)
+        assert daemon.wait() == 78, name
+        text = daemon.stderr_text()
+        assert str(config) in text, (name, text)
+        expected = {
+            "fifo": "not a regular file",
+            "device": "not a regular file",
+            "laughs": "expand to more than 100000 nodes",
+            "recursive": "refers to the node that contains it",
+        }[name]
+        assert expected in text, (name, text)
+
+
+def test_special_files_and_alias_bombs_in_hooks_and_workspace(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    hooks = state_dir / "hooks"
+    write_hook(
+        hooks,
+        "bomb",
+        hook_md=f"---\nname: bomb\n{LAUGHS}metadata: {{eliza: {{events: [command:x]}}}}\n---\n",
+    )
+    write_hook(hooks, "plain", events=["command:x"])
+    workspace = state_dir / "workspace"
+    workspace.mkdir()
+    os.mkfifo(workspace / "AGENTS.md")
+    (workspace / "SOUL.md").symlink_to("/dev/zero")
+    (workspace / "TOOLS.md").write_text("tools\n")
+    os.mkfifo(workspace / "BOOT.md")
+    daemon = start_daemon({"gateway": {"startupHookDelayMs": 0}})
+    failed = daemon.wait_log("boot_md.failed")
+    assert "not a regular file" in failed["error"]
+    with daemon.control() as control:
+        files = control.ok("bootstrap", sessionKey="s")["bootstrapFiles"]
+        assert [f["name"] for f in files] == ["TOOLS.md"]
+        listing = {h["name"]: h for h in control.ok("hooks")["hooks"]}
+        assert control.ok("message", sessionKey="s", text="/x")["messages"] == ["plain"]
+    assert listing["bomb"]["status"] == "invalid"
+    assert "expand to more than 100000 nodes" in " ".join(listing["bomb"]["reasons"])
+    assert daemon.stop() == 0
+
+
+BLOCKING = """
+import threading
+threading.Event().wait()  # an import that never returns
+
+async def handler(event):
+    event.messages.append("unreachable")
+"""
+
+
+def test_a_hook_whose_import_blocks_is_bounded(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    hooks = state_dir / "hooks"
+    write_hook(hooks, "stuck", events=["command:x"], handler=BLOCKING)
+    write_hook(hooks, "plain", events=["command:x"])
+    daemon = start_daemon({"hooks": {"entries": {"stuck": {"timeoutMs": 1000}}}})
+    with daemon.control() as control:
+        listing = {h["name"]: h for h in control.ok("hooks")["hooks"]}
+        assert listing["stuck"]["status"] == "failed"
+        assert "did not finish within 1 s" in " ".join(listing["stuck"]["reasons"])
+        assert control.ok("message", sessionKey="s", text="/x")["messages"] == ["plain"]
+        # A reload meets the same import (still blocked in the abandoned thread) and finishes.
+        assert control.ok("reload")["result"]["failed"]
+        assert control.ok("ping")["pong"] is True
     assert daemon.stop() == 0
