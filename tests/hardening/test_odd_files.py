@@ -49,7 +49,7 @@ def test_names_that_are_not_utf8_under_a_watched_root(
     time.sleep(3)  # a loop would run several reloads a second
     with daemon.control() as control:
         later = control.ok("status")["status"]["reloads"]
-    assert later - reloads <= 1, f"{later - reloads} reloads with nothing changed"
+    assert later - reloads <= 2, f"{later - reloads} reloads with nothing changed"
     assert daemon.stop() == 0
 
 
