@@ -51,6 +51,7 @@ from gatewayd.hooks.node.loading import load_node_hooks
 from gatewayd.hooks.registry import HookRegistry, cause_chain, code_hooks
 from gatewayd.hooks.schema import spec_for
 from gatewayd.hooks.stats import bind_loop_thread
+from gatewayd.hooks.tester import test_hook
 from gatewayd.hooks.trace import trace_entry
 from gatewayd.hooks.watcher import (
     HookWatcher,
@@ -403,6 +404,14 @@ class Gateway:
         await ticket.wait()
         outcomes = ticket.report.outcomes if ticket.report is not None else None
         return [str(m) for m in event.messages], [trace_entry(event, outcomes, self._records())]
+
+    async def test_hook(
+        self, hook: str, event: str | None, context: dict[str, Any], session_key: str
+    ) -> dict[str, Any]:
+        """The ``test`` op: :func:`gatewayd.hooks.tester.test_hook` in this daemon."""
+        return await test_hook(
+            self.registry, self._records(), hook, event, context, self._base, session_key
+        )
 
     async def bootstrap(self, session_key: str) -> list[Any]:
         """Fire ``agent:bootstrap`` and return the ``bootstrapFiles`` its handlers left."""

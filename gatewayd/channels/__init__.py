@@ -77,6 +77,12 @@ class ChannelHost(Protocol):
         """The trigger journal's ``events`` request (list, show, retry, purge)."""
         ...
 
+    async def test_hook(
+        self, hook: str, event: str | None, context: dict[str, Any], session_key: str
+    ) -> dict[str, Any]:
+        """Run one hook alone against a sample event, traced; ``LookupError``: no such hook."""
+        ...
+
 
 class Channel(Protocol):
     """A source of inbound traffic; see the module docstring for the lifecycle."""

@@ -104,6 +104,7 @@ class ControlChannel:
             "hooks": self._op_hooks,
             "bootstrap": self._op_bootstrap,
             "events": self._op_events,
+            "test": self._op_test,
         }
         assert self._ops.keys() == OPS.keys(), "every declared op has a handler"
 
@@ -397,6 +398,17 @@ class ControlChannel:
     async def _op_subscribe(self, args: dict[str, Any]) -> dict[str, Any]:
         key = args["sessionKey"]
         return {"subscribed": key, _SUBSCRIBE: key}
+
+    async def _op_test(self, args: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await self.host.test_hook(
+                args["hook"], args["event"] or None, args["context"], args["sessionKey"]
+            )
+        except LookupError:
+            raise RequestError(
+                "unknown_hook",
+                f"no hook {args['hook']!r} in the running daemon (gatewayd hooks list shows them)",
+            ) from None
 
     async def _op_bootstrap(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"bootstrapFiles": await self.host.bootstrap(args["sessionKey"])}

@@ -176,6 +176,11 @@ TRACE = Field("trace", (bool,), False)
 CHANNEL = "control"
 """The channel name a ``message`` carries unless the request names one."""
 
+
+def _maybe_event_key(key: str) -> str:
+    return _event_key(key) if key else key
+
+
 OPS: dict[str, Op] = {
     "ping": Op(waits=False),
     "status": Op(waits=False),
@@ -215,6 +220,15 @@ OPS: dict[str, Op] = {
             Field("all", (bool,), False),
         ),
         waits=False,
+    ),
+    # One hook alone against a sample event (gatewayd hooks test): always traced.
+    "test": Op(
+        (
+            Field("hook", (str,)),
+            Field("event", (str,), "", check=_maybe_event_key),
+            Field("context", (dict,), {}),
+            Field("sessionKey", (str,), "agent:main:hooks-test", check=_non_empty),
+        )
     ),
 }
 """Every op and its declared fields, in the order they are checked."""

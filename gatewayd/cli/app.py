@@ -33,6 +33,7 @@ HANDLERS: dict[str, tuple[str, str]] = {
     "hooks list": ("hooks", "cli_list"),
     "hooks info": ("hooks", "cli_info"),
     "hooks check": ("hooks", "cli_check"),
+    "hooks test": ("hooktest", "cli_test"),
     "hooks order": ("hooks", "cli_order"),
     "hooks enable": ("hooks", "cli_enable"),
     "hooks disable": ("hooks", "cli_disable"),

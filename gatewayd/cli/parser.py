@@ -153,6 +153,15 @@ def _add_hooks(sub: Any) -> None:
     p.add_argument("name", metavar="NAME", help="hook name or hookKey")
     _json_flag(p)
     _view_flags(p)
+    p = _command(hsub, "hooks test", "fire one hook at a sample event; show replies and trace")
+    p.add_argument("name", metavar="NAME", help="hook name or hookKey")
+    p.add_argument(
+        "--event", metavar="TYPE:ACTION", help="the event (default: the hook's first event)"
+    )
+    p.add_argument("--context", metavar="JSON", help="context fields over the sample's")
+    p.add_argument("--session", metavar="KEY", default="agent:main:hooks-test", help="session key")
+    _json_flag(p)
+    _view_flags(p)
     p = _command(hsub, "hooks check", "report hooks that are not ready")
     _json_flag(p)
     p = _command(hsub, "hooks order", "the hooks an event runs, in order")

@@ -246,6 +246,15 @@ class HookRegistry:
         self._plans[key] = tuple(h for h in ordered if not h.background)
         self._background[key] = tuple(h for h in ordered if h.background)
 
+    def handlers_of(self, hook: str) -> list[Handler]:
+        """Every handler registered under the hook name ``hook`` (file hooks and code), once."""
+        found: dict[int, Handler] = {}
+        for handlers in (*self._files.values(), *self.code.by_key.values()):
+            for handler in handlers:
+                if handler.hook == hook:
+                    found.setdefault(id(handler), handler)
+        return list(found.values())
+
     def hook_threads(self) -> HookThreads:
         """The worker threads sync handlers run in (created on the event loop, on first use)."""
         if self._threads is None:
