@@ -168,6 +168,7 @@ ARGS = {
     "hooks info": ["hooks", "info", "x"],
     "hooks order": ["hooks", "order", "command:new"],
     "hooks check": ["hooks", "check"],
+    "hooks test": ["hooks", "test", "x"],
     "hooks enable": ["hooks", "enable", "x"],
     "hooks disable": ["hooks", "disable", "x"],
     "hooks new": ["hooks", "new", "x"],
