@@ -50,9 +50,8 @@ class Conn:
         self.timed_out = False
 
     def stall(self) -> None:
-        """The daemon now waits on the client (to send a request line or to read a reply)."""
-        if self.stalled_since is None:
-            self.stalled_since = time.monotonic()
+        """The daemon starts waiting on the client (for a request line, or to take a reply)."""
+        self.stalled_since = time.monotonic()
 
     def unstall(self) -> None:
         self.stalled_since = None

@@ -283,6 +283,7 @@ class ControlChannel:
             try:
                 line = await lines.read()  # stop_accepting() ends this with EOF (SHUT_RD)
             except anyio.EndOfStream:
+                conn.unstall()
                 break
             conn.unstall()
             if self._closing:

@@ -226,3 +226,17 @@ def test_a_client_that_leaves_mid_reply_or_mid_line_ends_only_its_connection(
         assert raw_reply(control)["error"]["code"] == "line_too_long"
         assert control.file.readline() == b""
     still_serving(daemon)
+
+
+def test_a_deep_context_reaches_the_hooks_or_is_refused_never_more(daemon: Daemon) -> None:
+    with daemon.control() as control:
+        for levels in (100, 900, 990, 5000):
+            for event in (b"command:new", b"command:nobody-listens"):
+                control.send_raw(
+                    b'{"id": 1, "op": "trigger", "event": "' + event + b'", "sessionKey": "d", '
+                    b'"context": {"x": ' + nested(levels) + b"}}\n"
+                )
+                reply = raw_reply(control)
+                assert reply["id"] in (1, None), reply
+                assert reply["ok"] is True or reply["error"]["code"] in ("bad_json", "internal")
+        still_serving(daemon, control)
