@@ -2,7 +2,8 @@
 
 For every message :class:`CommandRouter` posts, in this order, into the trigger queue:
 
-1. ``message:received`` (``from``, ``content``, ``channelId``, ``sessionKey``, ``timestamp``);
+1. ``message:received`` (``from``, ``content``, ``channelId``, ``sessionKey``, ``timestamp``,
+   and OpenClaw's ``agentId``, ``conversationId``, ``messageId``, ``metadata``);
 2. for ``/new`` and ``/reset``: ``session:end`` (if a session existed) -> ``command:<name>`` ->
    a new session -> ``session:start`` -> ``agent:bootstrap``;
 3. otherwise: ``session:start`` -> ``agent:bootstrap`` if the session key has no session yet,
@@ -12,7 +13,10 @@ A hook on ``message:received`` may block the message (nothing else is posted; th
 and carries the reason) or rewrite its text before anything else sees it. The messages handlers
 push for those events, in dispatch order, are the reply. Each reply line then goes through
 ``message:sending`` (rewrite or cancel), and each line fires ``message:sent`` (``success: false``
-with the reason when cancelled). The message and the lines delivered are appended to the
+with the reason when cancelled, with ``error`` when delivery failed). Message timestamps are
+Unix epoch milliseconds, as OpenClaw's message hooks read them; ``agentId`` is the ``<id>`` of an
+``agent:<id>:...`` session key (else ``main``), ``conversationId`` the session key,
+``messageId`` a fresh id per message. The message and the lines delivered are appended to the
 transcript of the session current after the message. A message's events are posted as one
 uninterrupted run per session (a per-session lock covers posting, not dispatch), so two
 messages racing on one session never interleave their events.
@@ -26,6 +30,8 @@ commands, the current session (and ``previousSessionEntry`` is ``None``).
 from __future__ import annotations
 
 import re
+import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -38,7 +44,6 @@ import structlog
 from gatewayd.hooks.events import HookEvent, create_hook_event
 from gatewayd.hooks.registry import DispatchReport, dispatching
 from gatewayd.sessions import SessionEntry, SessionManager, message, read_bootstrap_files
-from gatewayd.timestamps import iso_now
 from gatewayd.triggers import Dispatcher, QueueClosed, Ticket, TriggerQueue
 
 log = structlog.get_logger("gatewayd.commands")
@@ -61,6 +66,17 @@ def parse_command(text: str) -> Command | None:
     if match is None:
         return None
     return Command(match["name"], (match["args"] or "").strip())
+
+
+def agent_id(session_key: str) -> str:
+    """The agent a session key belongs to: ``<id>`` of ``agent:<id>:...``, else ``main``."""
+    parts = session_key.split(":")
+    return parts[1] if len(parts) > 2 and parts[0] == "agent" and parts[1] else "main"
+
+
+def epoch_ms() -> int:
+    """Now as Unix epoch milliseconds (OpenClaw's message ``timestamp``)."""
+    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +270,9 @@ class CommandRouter:
                 channelId=channel,
                 sessionKey=session_key,
                 success=reason is None and error is None,
-                timestamp=iso_now(),
+                timestamp=epoch_ms(),
+                agentId=agent_id(session_key),
+                conversationId=session_key,
             )
             if reason is not None:
                 sent.context["reason"] = reason
@@ -279,7 +297,11 @@ class CommandRouter:
             content=msg.text,
             channelId=msg.channel,
             sessionKey=msg.session_key,
-            timestamp=iso_now(),
+            timestamp=epoch_ms(),
+            agentId=agent_id(msg.session_key),
+            conversationId=msg.session_key,
+            messageId=uuid.uuid4().hex,
+            metadata={"provider": msg.channel, "surface": msg.channel, "senderId": msg.sender_id},
         )
 
     def _submitter(self, trace: bool) -> Callable[[HookEvent], Awaitable[Ticket]]:

@@ -5,13 +5,22 @@
 (OpenClaw/Milady configs), lets environment variables beat the file, and validates everything into
 frozen pydantic models. Unknown keys are refused at every level except inside
 ``hooks.entries.<hookKey>``, which is the hook's own open settings map. Any problem raises
-:class:`ConfigError` carrying every error with its key path.
+:class:`ConfigError` carrying every error with its key path, as the user wrote it
+(``hooks.internal.entries.x.enabled``, not the folded ``hooks.entries.x.enabled``).
+
+An OpenClaw or Milady ``hooks`` section loads unchanged: the keys of OpenClaw's other hook
+features (its webhooks: ``hooks.token``, ``hooks.path``, ``hooks.mappings``, ``hooks.gmail``,
+...; and ``hooks.internal.installs``, its install records) are accepted and reported in
+:attr:`Config.ignored`. In that layout ``hooks.enabled`` is OpenClaw's *webhook* switch, so
+beside a ``hooks.internal`` section it is ignored too and ``hooks.internal.enabled`` is the hooks
+switch; without one, ``hooks.enabled`` is gatewayd's own switch.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
@@ -20,6 +29,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic.alias_generators import to_camel
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from gatewayd.agentconfig import read_agent_config
 from gatewayd.atomic import read_regular
 from gatewayd.config_env import (
     expected_form,
@@ -28,7 +38,14 @@ from gatewayd.config_env import (
     may_be_secret,
     variable_for,
 )
-from gatewayd.hooks.spec import EntrySpec, LegacyHandlerSpec, LoadSpec, NodeSettings, WatchSettings
+from gatewayd.hooks.spec import (
+    AgentConfigSpec,
+    EntrySpec,
+    LegacyHandlerSpec,
+    LoadSpec,
+    NodeSettings,
+    WatchSettings,
+)
 from gatewayd.paths import (
     Paths,
     config_file_choice,
@@ -242,6 +259,14 @@ class SessionsConfig(_Model):
     """Rotated transcripts kept per session (``.1`` newest); 0 keeps none."""
 
 
+class AgentConfigSection(_Model):
+    """``agent``: the agent gatewayd serves."""
+
+    config_file: Path | None = None
+    """The agent's own config (``~/.eliza/eliza.json``, ``~/.openclaw/openclaw.json``; JSON5):
+    where hooks' ``requires.config`` keys that are not gatewayd's are looked up."""
+
+
 class LoggingConfig(_Model):
     level: Literal["debug", "info", "warning", "error"] = "info"
     format: Literal["auto", "json", "console"] = "auto"
@@ -266,6 +291,7 @@ class Settings(BaseSettings):
     hooks: HooksConfig = HooksConfig()
     sessions: SessionsConfig = SessionsConfig()
     logging: LoggingConfig = LoggingConfig()
+    agent: AgentConfigSection = AgentConfigSection()
 
     @classmethod
     def settings_customise_sources(
@@ -283,9 +309,17 @@ class Settings(BaseSettings):
 class Config:
     """A validated config plus where it came from and the paths it implies."""
 
-    def __init__(self, settings: Settings, source: Path | None, state: Path) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        source: Path | None,
+        state: Path,
+        ignored: tuple[str, ...] = (),
+    ) -> None:
         self.settings = settings
         self.source = source
+        self.ignored = ignored
+        """Keys of the file that belong to other OpenClaw features, accepted and ignored."""
         self._load_spec: LoadSpec | None = None
         workspace = settings.workspace.dir or default_workspace(state)
         socket = settings.gateway.control.socket or default_control_socket(state)
@@ -333,6 +367,7 @@ class Config:
                 entries={
                     key: EntrySpec(
                         enabled=entry.enabled,
+                        explicit="enabled" in entry.model_fields_set,
                         env=MappingProxyType(dict(entry.env)),
                         timeout_ms=entry.timeout_ms,
                         priority=entry.priority,
@@ -352,29 +387,94 @@ class Config:
                     poll_interval_ms=load.poll_interval_ms,
                 ),
                 node=NodeSettings(path=hooks.node.path, wheel=hooks.node.wheel),
+                agent=self._agent_config(),
             )
         return self._load_spec
 
+    def _agent_config(self) -> AgentConfigSpec:
+        base = self.source.parent if self.source else self.paths.state
+        agent = read_agent_config(self.settings.agent.config_file, base)
+        return AgentConfigSpec(
+            data=agent.data,
+            source=str(agent.path) if agent.path else None,
+            error=agent.error,
+        )
 
-def fold_internal(raw: dict[str, Any]) -> dict[str, Any]:
-    """Read ``hooks.internal.*`` as ``hooks.*``; keys written directly under ``hooks`` win."""
+
+OPENCLAW_HOOK_KEYS = frozenset(
+    {
+        "path",
+        "token",
+        "defaultSessionKey",
+        "allowRequestSessionKey",
+        "allowedSessionKeyPrefixes",
+        "allowedAgentIds",
+        "maxBodyBytes",
+        "sessionRetention",
+        "presets",
+        "transformsDir",
+        "mappings",
+        "gmail",
+    }
+)
+"""Keys under ``hooks`` that belong to OpenClaw's webhooks, not to its internal hooks."""
+
+IGNORED_NOTE = (
+    "accepted for OpenClaw/Milady configs and not used: gatewayd runs internal hooks only "
+    "(no webhooks, no install records)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Folded:
+    """A config file's data with ``hooks.internal`` folded in, and what folding did."""
+
+    raw: dict[str, Any]
+    from_internal: frozenset[str] = frozenset()
+    """Keys now under ``hooks`` that the file wrote under ``hooks.internal``."""
+    ignored: tuple[str, ...] = ()
+    """Keys of other OpenClaw features, dropped (``hooks.token``, ``hooks.internal.installs``)."""
+
+
+def fold_internal(raw: dict[str, Any]) -> Folded:
+    """Read ``hooks.internal.*`` as ``hooks.*`` and drop the keys of other OpenClaw features
+    (see the module docstring); other keys written directly under ``hooks`` win."""
     hooks = raw.get("hooks")
-    if not isinstance(hooks, dict) or "internal" not in hooks:
-        return raw
-    internal = hooks.get("internal")
-    if not isinstance(internal, dict):
-        return raw  # validation reports the bad type under hooks.internal
-    merged = {**internal, **{k: v for k, v in hooks.items() if k != "internal"}}
-    return {**raw, "hooks": merged}
+    if not isinstance(hooks, dict):
+        return Folded(raw)
+    ignored = [f"hooks.{key}" for key in hooks if key in OPENCLAW_HOOK_KEYS]
+    top = {k: v for k, v in hooks.items() if k not in OPENCLAW_HOOK_KEYS}
+    internal = top.get("internal")
+    if "internal" not in top or not isinstance(internal, dict):
+        # validation reports a bad type under hooks.internal
+        return Folded({**raw, "hooks": top}, ignored=tuple(ignored))
+    if "installs" in internal:
+        ignored.append("hooks.internal.installs")
+    internal = {k: v for k, v in internal.items() if k != "installs"}
+    top = {k: v for k, v in top.items() if k != "internal"}
+    if "enabled" in top:  # OpenClaw's webhook switch; hooks.internal.enabled is the hooks one
+        ignored.append("hooks.enabled")
+        del top["enabled"]
+    merged = {**internal, **top}
+    moved = frozenset(k for k in internal if k not in top)
+    return Folded({**raw, "hooks": merged}, moved, tuple(ignored))
 
 
-def format_errors(exc: ValidationError) -> list[str]:
+def _written(loc: tuple[int | str, ...], from_internal: frozenset[str]) -> str:
+    """The key path as the user wrote it: ``hooks.internal.x`` when ``x`` came from there."""
+    parts = [str(p) for p in loc]
+    if len(parts) > 1 and parts[0] == "hooks" and parts[1] in from_internal:
+        parts.insert(1, "internal")
+    return ".".join(parts)
+
+
+def format_errors(exc: ValidationError, from_internal: frozenset[str] = frozenset()) -> list[str]:
     """One line per error: ``key.path: message (got ...)``; an error in a value that came from
     a ``GATEWAYD_*`` variable names the variable and the form it expects instead."""
     errors = []
     for err in exc.errors():
         loc = err["loc"]
-        path = ".".join(str(p) for p in loc) or "(top level)"
+        path = _written(loc, from_internal) or "(top level)"
         unknown = err["type"] == "extra_forbidden"
         message = err["msg"].removeprefix("Value error, ")
         if (env := variable_for(loc)) is not None:
@@ -438,10 +538,11 @@ def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
     source = str(path) if path else "built-in defaults"
     if problems := json_problems(Settings):
         raise ConfigError(source, problems)  # pydantic-settings would name only the section
+    folded = fold_internal(raw)
     try:
-        settings = Settings(**fold_internal(raw))
+        settings = Settings(**folded.raw)
     except ValidationError as exc:
-        raise ConfigError(source, format_errors(exc)) from None
+        raise ConfigError(source, format_errors(exc, folded.from_internal)) from None
     except ValueError as exc:  # a GATEWAYD_* variable pydantic-settings cannot parse
         raise ConfigError(source, [f"environment override: {exc}"]) from None
-    return Config(settings, path, state_dir())
+    return Config(settings, path, state_dir(), folded.ignored)

@@ -52,8 +52,10 @@ def _child(parent: CommentedMap, key: str) -> CommentedMap:
     return node
 
 
-def set_hook_enabled(path: Path, hook_key: str, enabled: bool) -> bool:
+def set_hook_enabled(path: Path, hook_key: str, enabled: bool, *, explicit: bool = False) -> bool:
     """Set ``hooks.entries.<hook_key>.enabled`` in the YAML file at ``path`` (created if absent).
+    ``explicit``: write ``enabled: true`` even where no entry means enabled (an opt-in hook,
+    ``enabled: false`` in its HOOK.md, runs only when the config says ``true``).
 
     Entries kept under ``hooks.internal.entries`` (OpenClaw/Milady layout) are edited there.
     Returns False when the file already said so. Raises :class:`ConfigError` if the file is not
@@ -72,7 +74,7 @@ def set_hook_enabled(path: Path, hook_key: str, enabled: bool) -> bool:
     internal = hooks.get("internal")
     section = internal if isinstance(internal, CommentedMap) and "entries" in internal else hooks
     entry = _child(_child(section, "entries"), hook_key)
-    if entry.get("enabled", True) is enabled and ("enabled" in entry or enabled):
+    if entry.get("enabled", True) is enabled and ("enabled" in entry or (enabled and not explicit)):
         return False  # already so (an entry without `enabled` is enabled)
     entry["enabled"] = enabled
     out = io.StringIO()
@@ -160,10 +162,11 @@ def remove_extra_dir(path: Path, directory: str) -> bool:
 
 def _validate(path: Path, text: str) -> None:
     raw: Any = load_yaml(text, str(path)) or {}
+    folded = fold_internal(raw)
     try:
-        Settings.model_validate(fold_internal(raw))
+        Settings.model_validate(folded.raw)
     except ValidationError as exc:
-        raise ConfigError(str(path), format_errors(exc)) from None
+        raise ConfigError(str(path), format_errors(exc, folded.from_internal)) from None
 
 
 def _read_text(path: Path) -> str:

@@ -38,7 +38,7 @@ from gatewayd import __version__, guards
 from gatewayd.channels import Channel, ChannelError
 from gatewayd.channels.control import ControlChannel
 from gatewayd.commands import CommandRouter, Inbound, Reply, parse_command
-from gatewayd.config import Config, ConfigError, load_config
+from gatewayd.config import IGNORED_NOTE, Config, ConfigError, load_config
 from gatewayd.exits import EXIT_FAILED, EXIT_OK
 from gatewayd.guards import ProcessGuards
 from gatewayd.hooks.capture import capture_hook_output
@@ -162,6 +162,12 @@ class HookGateway:
     async def send(self, session_key: str, text: str, *, channel: str = "hook") -> bool:
         """See :meth:`Gateway.send`."""
         return await self._gateway.send(session_key, text, channel=channel)
+
+
+def log_ignored(config: Config) -> None:
+    """Say which keys of the config file gatewayd accepted but does not use (OpenClaw's)."""
+    if config.ignored:
+        log.warning("config.ignored", keys=list(config.ignored), note=IGNORED_NOTE)
 
 
 class Gateway:
@@ -477,6 +483,7 @@ class Gateway:
                 "skipped": [],
                 "failed": [],
                 "statuses": {},
+                "warnings": 0,
             }
         )
         status: dict[str, Any] = {
@@ -634,6 +641,7 @@ class Gateway:
         self.registry.hook_threads().max_abandoned = config.settings.hooks.max_abandoned_threads
         self.sessions.limits = _transcript_limits(config)
         configure_logs(config, *self._log_overrides)
+        log_ignored(config)
         self.config = config
         self._set_base(config)
 
@@ -729,6 +737,7 @@ class Gateway:
         # every later collection, and each reload's gc.collect() (which frees the replaced hook
         # modules) then scans only what came after: ~2 ms instead of ~60 ms per reload.
         gc.freeze()
+        log_ignored(self.config)
         spec = self.config.load_spec()
         self._load = await anyio.to_thread.run_sync(self.loader.build, spec)
         await tg.start(self.node.run)

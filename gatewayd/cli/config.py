@@ -13,7 +13,7 @@ import argparse
 import yaml
 
 from gatewayd.cli.common import dump_json, load_config_or_exit
-from gatewayd.config import ConfigError, load_config
+from gatewayd.config import IGNORED_NOTE, ConfigError, load_config
 from gatewayd.exits import EXIT_CONFIG, print_config_error
 
 
@@ -46,7 +46,16 @@ def cli_config_check(args: argparse.Namespace) -> int:
             print_config_error(exc)
         return EXIT_CONFIG
     if args.json:
-        dump_json({"ok": True, "source": config.source_label, "errors": []})
+        dump_json(
+            {
+                "ok": True,
+                "source": config.source_label,
+                "errors": [],
+                "ignored": list(config.ignored),
+            }
+        )
     else:
         print(f"config OK: {config.source_label}")
+        for key in config.ignored:
+            print(f"ignored: {key}: {IGNORED_NOTE}")
     return 0

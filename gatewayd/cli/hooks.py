@@ -9,8 +9,8 @@ would read, so what they report is what a ``gatewayd run`` started now would loa
 Output: a table or text for people; with ``--json`` a stable document on stdout (the same
 records the control channel's ``hooks`` op returns). Anything a hook prints or logs while it is
 imported goes to stderr so that stdout stays parseable. Exit codes: 0 on success, 1 for a
-failed hook (``hooks check``) or an unknown hook (``hooks info``, ``enable``, ``disable``), 78
-(EX_CONFIG) when the config cannot be read.
+failed hook (``hooks check``; with ``--strict`` also a warning) or an unknown hook (``hooks
+info``, ``enable``, ``disable``), 78 (EX_CONFIG) when the config cannot be read.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def _totals(result: LoadResult) -> str:
     return (
         f"{result.discovered} discovered, {result.eligible} eligible, "
         f"{result.registered} registered, {len(result.skipped)} skipped, "
-        f"{len(result.failed)} failed"
+        f"{len(result.failed)} failed, {result.warnings} warnings"
     )
 
 
@@ -96,7 +96,9 @@ def cli_list(args: argparse.Namespace) -> int:
             rows[0] += ["CALLS", "ERRORS", "TIMEOUTS", "P99 MS"]
         details: list[list[str]] = [[]]
         for record in records:
-            row = [record.status, _label(record), ", ".join(record.events) or "-", record.source]
+            n = len(record.warnings)
+            source = f"{record.source}  ({n} warning{'s' * (n != 1)})" if n else record.source
+            row = [record.status, _label(record), ", ".join(record.events) or "-", source]
             stats = view.stats.get(record.name)
             if daemon:
                 row += (
@@ -226,12 +228,15 @@ def cli_order(args: argparse.Namespace) -> int:
 
 
 def cli_check(args: argparse.Namespace) -> int:
-    """``gatewayd hooks check [--json]``: totals and every hook that is not ready; exit 1 when
-    a hook failed to load (or its HOOK.md is invalid)."""
+    """``gatewayd hooks check [--strict] [--json]``: totals and every hook that is not ready or
+    has warnings; exit 1 when a hook failed to load (or its HOOK.md is invalid), and with
+    ``--strict`` also when any hook has a warning."""
     config = load_config_or_exit(args.config)
     result = _build(config)
     attention = [r for r in result.records if r.status != "ready" or r.warnings]
     ok = not any(r.status in FAILING_STATUSES for r in result.records)
+    if args.strict and result.warnings:
+        ok = False
     if args.json:
         dump_json(
             {
@@ -265,7 +270,9 @@ def _set_enabled(args: argparse.Namespace, enabled: bool) -> int:
     path = config.paths.config_file
     verb = "enabled" if enabled else "disabled"
     try:
-        changed = set_hook_enabled(path, record.hook_key, enabled)
+        changed = set_hook_enabled(
+            path, record.hook_key, enabled, explicit=enabled and record.status == "disabled"
+        )
     except ConfigError as exc:
         print_config_error(exc)
         raise UserError(

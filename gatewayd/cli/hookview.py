@@ -58,7 +58,8 @@ class HookView:
         return (
             f"{len(records)} discovered, {sum(r.eligible for r in records)} eligible, "
             f"{counts.get('ready', 0)} registered, {skipped} skipped, "
-            f"{counts.get('failed', 0)} failed" + (f": {by_status}" if by_status else "")
+            f"{counts.get('failed', 0)} failed, {sum(len(r.warnings) for r in records)} warnings"
+            + (f": {by_status}" if by_status else "")
         )
 
     def listing(self, records: list[HookRecord]) -> dict[str, Any]:

@@ -163,6 +163,9 @@ def _add_hooks(sub: Any) -> None:
     _json_flag(p)
     _view_flags(p)
     p = _command(hsub, "hooks check", "report hooks that are not ready")
+    p.add_argument(
+        "--strict", action="store_true", help="exit 1 on warnings too (unknown event names, ...)"
+    )
     _json_flag(p)
     p = _command(hsub, "hooks order", "the hooks an event runs, in order")
     p.add_argument("event", metavar="TYPE:ACTION", help="the event, e.g. message:received")

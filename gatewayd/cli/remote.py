@@ -154,7 +154,7 @@ def format_status(st: dict[str, Any], not_ready: list[dict[str, Any]] | None = N
             f"({'listening' if ch.get('listening') else 'closed'}, {n} connection{'s' * (n != 1)})"
         )
     hook_lines = _hook_lines(hooks, not_ready or [], "registered")
-    lines.append(f"hooks:    {hook_lines[0]}")
+    lines.append(f"hooks:    {hook_lines[0]}; {hooks.get('warnings', 0)} warnings")
     lines += hook_lines[1:]
     latency = queue.get("latency_ms") or {}
     lines.append(

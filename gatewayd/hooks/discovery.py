@@ -5,11 +5,12 @@ under the state dir, else it is rejected with a reason), the bundled hooks, the 
 (``<state>/hooks``) and the workspace hooks (``<workspace>/hooks``). A root that does not exist
 is simply empty.
 
-A hook is an immediate subdirectory of a root holding ``HOOK.md``; entries are taken in sorted
-order (dot-directories are ignored). Its name is the manifest's ``name``, or the directory name
-when the manifest is unreadable, so that a broken override still claims its name and is seen as
-broken instead of the lower-precedence hook running in its place. A later root wins a conflict
-and the loser is marked shadowed; two same-name hooks in one root: the first (sorted) wins.
+A hook is an immediate subdirectory of a root holding ``HOOK.md`` (or a Hermes ``HOOK.yaml``);
+entries are taken in sorted order (dot-directories are ignored). Its name is the manifest's
+``name``, or the directory name when the manifest is unreadable, so that a broken override
+still claims its name and is seen as broken instead of the lower-precedence hook running in its
+place. A later root wins a conflict and the loser is marked shadowed; two same-name hooks in one
+root: the first (sorted) wins.
 
 Handler lookup, first match wins: ``handler.py``, ``handler.ts``, ``handler.js``,
 ``handler.mjs``, ``handler`` (executable), then the same for ``index`` -- a few ``stat`` calls per
@@ -28,6 +29,9 @@ from typing import Final
 from gatewayd.hooks.metadata import HookManifest, ManifestCache, ManifestError
 from gatewayd.hooks.spec import LoadSpec
 from gatewayd.paths import is_inside
+
+MANIFEST_FILES: Final = ("HOOK.md", "HOOK.yaml")
+"""What makes a directory a hook: a ``HOOK.md``, else a Hermes ``HOOK.yaml``."""
 
 SOURCES: Final = ("extra", "bundled", "managed", "workspace")
 """Root sources in precedence order, lowest first."""
@@ -179,7 +183,7 @@ def _entries(root: HookRoot) -> Iterator[Path]:
         if name.startswith(".") or name == "__pycache__":
             continue
         hook_dir = root.path / name
-        if os.path.isfile(hook_dir / "HOOK.md"):
+        if any(os.path.isfile(hook_dir / manifest) for manifest in MANIFEST_FILES):
             yield hook_dir
 
 
@@ -187,7 +191,10 @@ def scan(root: HookRoot, manifests: ManifestCache) -> list[FoundHook]:
     """The hooks in one root, in sorted order, with manifests parsed and handlers looked up."""
     found = []
     for hook_dir in _entries(root):
-        hook_md = hook_dir / "HOOK.md"
+        hook_md = next(
+            (hook_dir / f for f in MANIFEST_FILES if os.path.isfile(hook_dir / f)),
+            hook_dir / MANIFEST_FILES[0],
+        )
         manifest: HookManifest | None = None
         errors: list[str] = []
         try:
@@ -227,5 +234,5 @@ def discover(spec: LoadSpec, manifests: ManifestCache | None = None) -> Discover
                     f"(a later root wins a name conflict)"
                 )
             winner[hook.name] = hook
-    manifests.retain({hook.path / "HOOK.md" for hook in hooks})
+    manifests.retain({hook.path / f for hook in hooks for f in MANIFEST_FILES})
     return Discovery(roots, hooks, rejected)

@@ -3,8 +3,12 @@
 ``os`` is always checked (``sys.platform`` mapped to ``darwin|linux|win32``); unless the hook says
 ``always: true``, so are ``requires.bins`` (each on PATH and executable), ``requires.anyBins`` (at
 least one), ``requires.env`` (non-empty in the process env or in ``hooks.entries.<hookKey>.env``)
-and ``requires.config`` (the dot path is truthy in the effective config: ``0``, ``""``,
-``false``, an empty list or map, and a missing key all fail). Each failure is one reason string,
+and ``requires.config`` (the dot path is truthy: ``0``, ``""``, ``false``, an empty list or
+map, and a missing key all fail). Config paths are looked up in the right tree: gatewayd's own
+keys in its effective config, with ``hooks.internal.<x>`` read as ``hooks.<x>`` (as the config
+itself folds it); any other key in the agent's own config file (``agent.configFile``), with a
+reason that says which file was read, or that none is configured. ``os`` names are Node's
+(``freebsd``, ``openbsd``, ...). Each failure is one reason string,
 worded exactly as ``hooks list --verbose`` shows it, and the missing names are also broken down
 by kind for ``--json``.
 
@@ -23,18 +27,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from gatewayd.hooks.metadata import HookManifest
-from gatewayd.hooks.spec import EntrySpec
+from gatewayd.hooks.spec import AgentConfigSpec, EntrySpec
 
 MISSING_KINDS = ("bins", "anyBins", "env", "config", "os")
 
+OWN_ROOTS = frozenset({"gateway", "workspace", "hooks", "logging", "agent"})
+"""The top-level keys of gatewayd's own config: ``requires.config`` paths under them are
+gatewayd's, every other path is the agent's (``agent.configFile``)."""
+
 
 def current_platform(platform: str = sys.platform) -> str:
-    """``sys.platform`` as HOOK.md names it: ``darwin``, ``linux`` or ``win32``."""
-    if platform.startswith("linux"):
-        return "linux"
+    """``sys.platform`` as HOOK.md (and Node's ``process.platform``) names it: ``linux``,
+    ``darwin``, ``win32``, ``freebsd``, ``openbsd``, ``sunos``, ``aix``, ..."""
     if platform in ("win32", "cygwin", "msys"):
         return "win32"
-    return platform
+    name = platform.rstrip("0123456789")  # freebsd14 -> freebsd, sunos5 -> sunos
+    return {"linux": "linux", "darwin": "darwin", "aix": "aix"}.get(name, name)
 
 
 def empty_missing() -> dict[str, list[str]]:
@@ -80,8 +88,10 @@ class EligibilityChecker:
         *,
         environ: Mapping[str, str] | None = None,
         platform: str | None = None,
+        agent: AgentConfigSpec | None = None,
     ) -> None:
         self._effective = effective
+        self._agent = agent or AgentConfigSpec()
         self._environ = os.environ if environ is None else environ
         self._path = self._environ.get("PATH", os.defpath)
         self._platform = current_platform(platform or sys.platform)
@@ -115,7 +125,28 @@ class EligibilityChecker:
                     reasons.append(f"Env missing: {name}")
                     missing["env"].append(name)
             for dotted in req.config:
-                if not lookup_dotted(self._effective, dotted):
-                    reasons.append(f"Config missing: {dotted}")
+                problem = self.config_problem(dotted)
+                if problem is not None:
+                    reasons.append(problem)
                     missing["config"].append(dotted)
         return Eligibility(not reasons, reasons, missing)
+
+    def config_problem(self, dotted: str) -> str | None:
+        """Why ``requires.config`` path ``dotted`` is not met, or ``None`` when it is."""
+        path = dotted.removeprefix("hooks.internal.")
+        if path != dotted:
+            path = f"hooks.{path}"
+        root = path.split(".", 1)[0]
+        if root in self._effective or root in OWN_ROOTS:
+            return None if lookup_dotted(self._effective, path) else f"Config missing: {dotted}"
+        agent = self._agent
+        if agent.source is None:
+            return (
+                f"Config missing: {dotted} (not a gatewayd key; set agent.configFile to the "
+                "agent's config file, e.g. ~/.openclaw/openclaw.json, to read it from there)"
+            )
+        if agent.error is not None:
+            return f"Config missing: {dotted} ({agent.error})"
+        if not lookup_dotted(agent.data, dotted):
+            return f"Config missing: {dotted} (not set, or false, in {agent.source})"
+        return None

@@ -50,6 +50,7 @@ from gatewayd.hooks.handlers import (
     HookContext,
     make_handler,
 )
+from gatewayd.hooks.hermes import ENTRY_POINT, hermes_handler
 from gatewayd.hooks.importer import (
     HookImporter,
     UnsafePathError,
@@ -59,6 +60,7 @@ from gatewayd.hooks.importer import (
 )
 from gatewayd.hooks.metadata import ManifestCache
 from gatewayd.hooks.node import JS_SUFFIXES, NodeBinary, NodeChoice, NodeHook, choose
+from gatewayd.hooks.notices import no_events_reason, opt_in_reason, shadowing_warnings
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.hooks.schema import GatewayHandle
 from gatewayd.hooks.spec import EntrySpec, LegacyHandlerSpec, LoadSpec
@@ -145,14 +147,21 @@ class LoadResult:
         self.registered = len(self.handlers)
         self.failed.append(record.summary_line())
 
+    @property
+    def warnings(self) -> int:
+        """How many warnings the hooks carry (unknown event names, unknown keys, ...)."""
+        return sum(len(record.warnings) for record in self.records)
+
     def summary(self) -> dict[str, Any]:
-        """``{discovered, eligible, registered, skipped, failed}`` (the ``reload`` reply)."""
+        """``{discovered, eligible, registered, skipped, failed, warnings}`` (the ``reload``
+        reply; ``warnings`` is a count)."""
         return {
             "discovered": self.discovered,
             "eligible": self.eligible,
             "registered": self.registered,
             "skipped": list(self.skipped),
             "failed": list(self.failed),
+            "warnings": self.warnings,
         }
 
     def apply(self, registry: HookRegistry, spec: LoadSpec) -> None:
@@ -188,6 +197,7 @@ class LoadResult:
             registered=self.registered,
             skipped=len(self.skipped),
             failed=len(self.failed),
+            warnings=self.warnings,
         )
 
 
@@ -252,7 +262,7 @@ class _Builder:
         self.importer = importer
         self.manifests = manifests
         self.gateway = gateway
-        self.checker = EligibilityChecker(spec.effective_config)
+        self.checker = EligibilityChecker(spec.effective_config, agent=spec.agent)
         self.public_cfg = public_cfg(spec.effective_config)
         self.environ = types.MappingProxyType(dict(os.environ))
         self.packages: set[str] = set()
@@ -300,8 +310,10 @@ class _Builder:
         kind: str,
         own_priority: int | None = None,
         background: bool = False,
+        hermes_events: tuple[str, ...] | None = None,
     ) -> Handler:
-        """Check paths, import, and validate the export; raise :class:`_Failure`."""
+        """Check paths, import, and validate the export; raise :class:`_Failure`.
+        ``hermes_events``: a Hermes hook's event names (its ``handle`` is adapted)."""
         ctx = self.context(name, hook_key, entry)
         timeout_s = self.timeout_s(entry, own_timeout_ms)
         priority = next(
@@ -363,8 +375,12 @@ class _Builder:
             raise _Failure(str(exc)) from None
         except BaseException as exc:  # a hook's module code may raise anything, even SystemExit
             raise _Failure(f"import failed: {_import_error(exc, directory)}") from None
+        if hermes_events is not None:
+            export = export or ENTRY_POINT
         fn, attr = _export(module, export, handler_file)
         try:
+            if hermes_events is not None:
+                fn = hermes_handler(fn, hermes_events, str(handler_file))
             handler = make_handler(
                 fn,
                 hook=name,
@@ -406,7 +422,8 @@ class _Builder:
             return
         entry = self.spec.entry(manifest.hook_key)
         check = self.checker.check(manifest, entry)
-        enabled = entry.enabled and hooks_enabled
+        opted_out = not manifest.enabled and not entry.explicit
+        enabled = entry.enabled and hooks_enabled and not opted_out
         record = HookRecord(
             name=manifest.name,
             hook_key=manifest.hook_key,
@@ -443,8 +460,11 @@ class _Builder:
         if not entry.enabled:
             record.status, record.reasons = "disabled", ["disabled in config"]
             return
+        if opted_out:
+            record.status, record.reasons = "disabled", [opt_in_reason(manifest.hook_key)]
+            return
         if not manifest.events:
-            record.status, record.reasons = "skipped", ["no events"]
+            record.status, record.reasons = "skipped", [no_events_reason(manifest)]
             return
         try:
             if hook.handler is None:
@@ -472,11 +492,12 @@ class _Builder:
                 source=hook.root.source,
                 allow_links=hook.root.source == "bundled",
                 kind="hook",
+                hermes_events=manifest.events if manifest.hermes else None,
             )
         except _Failure as exc:
             record.status, record.reasons = "failed", [str(exc)]
             return
-        self.handlers.append((handler, list(manifest.events)))
+        self.handlers.append((handler, list(manifest.keys)))
         if handler.kind is HandlerKind.NODE:
             self.node_records[handler] = record
 
@@ -586,6 +607,8 @@ class _Builder:
         allowed_roots = [str(root.real) for root in found.roots]
         for hook in found.hooks:
             self.add_found(hook, allowed_roots)
+        for record, warning in shadowing_warnings(found.hooks, self.records):
+            record.warnings.append(warning)
         for index, legacy in enumerate(self.spec.handlers):
             self.add_legacy(index, legacy, found.roots)
         skipped = [r.summary_line() for r in self.records if r.status in SKIPPED_STATUSES]

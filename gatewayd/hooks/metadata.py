@@ -2,45 +2,95 @@
 
 A ``HOOK.md`` starts with a ``---`` line, then YAML (nested maps and inline JSON both work: JSON
 is YAML), then a closing ``---`` line, then Markdown (docs/design.md section 2). CRLF files read the
-same. The hook's own fields live under ``metadata.eliza``; ``metadata.openclaw`` and
-``metadata.milady`` are read the same way (the first present of the three wins), so existing
-hook packs work unchanged.
+same. The hook's own fields live under ``metadata.eliza``; ``metadata.openclaw``,
+``metadata.milady`` and OpenClaw's legacy ``metadata.clawdbot`` are read the same way (the first
+present wins), so existing hook packs work unchanged. A Hermes ``HOOK.yaml`` is the same fields
+as plain YAML (``name``, ``description``, ``events``), with no Markdown around it.
 
-What is strict and what is lenient, and why:
+Lenient where OpenClaw is, so that hooks written for it load as they do there:
 
-* Every *known* field is type-checked without coercion (``events: command:new`` is an error, not
-  a one-element list; ``always: yes`` is an error, not ``True``), and each error names the file,
-  the field path and what was expected:
-  ``hooks/foo/HOOK.md: metadata.eliza.events must be a list of strings, got 'command:new'``.
-* Event keys must have a known type (``parse_event_key``), so ``comand:new`` is reported instead
-  of silently never firing; ``os`` values must be ``darwin``, ``linux`` or ``win32``.
-* Unknown *top-level* frontmatter keys (``version``, ``author``, ...) are ignored: they belong to
-  the document, not to gatewayd. Unknown keys inside the hook's namespace (``metadata.eliza``,
-  ``metadata.eliza.requires``) do not break a hook pack written for a newer host either, but each
-  is reported as a *warning* on the hook (``hooks check`` and the log show it), because a typo
-  such as ``requires.bin`` would otherwise silently switch a safety check off.
+* a value with an unquoted colon (``description: Runs at: startup``) is read as the string it is;
+* a list may be written as one comma-separated string (``events: command:new, command:reset``);
+* booleans may be strings: ``"true"``/``"false"``, ``yes``/``no``, ``on``/``off``, ``1``/``0``;
+* ``os`` takes every platform name Node knows (``freebsd``, ``openbsd``, ...); another is a warning;
+* a top-level ``enabled: false`` makes the hook opt-in: off until the config enables it;
+* with no namespace, ``metadata.events`` (or a top-level ``events``) is read as the metadata.
+
+Strict where a mistake would be silent: every known field is type-checked, and each error names
+the file, the field path and what was expected (``hooks/foo/HOOK.md: metadata.eliza.always must
+be true or false, got 'maybe'``). Event names never make a hook invalid: each is resolved by
+:mod:`gatewayd.hooks.vocabulary`, and a name no emitter produces is a *warning* with the nearest
+known name. Unknown keys inside the hook's namespace, an unknown namespace, or a platform name
+Node does not know are warnings too (``hooks check`` and the log show them; ``--strict`` fails on
+them), because a typo such as ``requires.bin`` would otherwise silently switch a check off.
+Unknown top-level frontmatter keys (``version``, ``author``, ...) are ignored.
 
 :func:`read_manifest` raises :class:`ManifestError` carrying every problem found.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from gatewayd.atomic import read_regular
-from gatewayd.hooks.events import EventKeyError, parse_event_key
+from gatewayd.hooks.vocabulary import resolve_all
 from gatewayd.yamlio import YamlError, load_yaml
 
-NAMESPACES: Final = ("eliza", "openclaw", "milady")
+NAMESPACES: Final = ("eliza", "openclaw", "milady", "clawdbot")
 """Where hook metadata may live under ``metadata``, in order of preference."""
 
-PLATFORMS: Final = frozenset({"darwin", "linux", "win32"})
+PLATFORMS: Final = frozenset(
+    {
+        "aix",
+        "android",
+        "cygwin",
+        "darwin",
+        "freebsd",
+        "haiku",
+        "linux",
+        "netbsd",
+        "openbsd",
+        "sunos",
+        "win32",
+    }
+)
+"""Platform names as Node's ``process.platform`` says them (what OpenClaw compares ``os`` to)."""
+
+_PLATFORM_HINTS: Final = {"macos": "darwin", "mac": "darwin", "osx": "darwin", "windows": "win32"}
+
+_TRUE: Final = frozenset({"true", "1", "yes", "on"})
+_FALSE: Final = frozenset({"false", "0", "no", "off"})
+
+
+def _lenient_bool(value: Any) -> Any:
+    """``true``/``false`` and, as OpenClaw reads them, the strings ``"true"``, ``"yes"``,
+    ``"on"``, ``"1"`` (and their opposites); anything else is left for the type check."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+    return value
+
+
+def _comma_list(value: Any) -> Any:
+    """A comma-separated string as the list it stands for (OpenClaw's ``normalizeStringList``)."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+LenientBool = Annotated[bool, BeforeValidator(_lenient_bool)]
+StrList = Annotated[list[str], BeforeValidator(_comma_list)]
 
 
 class ManifestError(ValueError):
@@ -62,22 +112,22 @@ class _Strict(BaseModel):
 class Requires(_Strict):
     """``metadata.eliza.requires``: what must be present for the hook to be eligible."""
 
-    bins: list[str] = []
-    any_bins: list[str] = []
-    env: list[str] = []
-    config: list[str] = []
+    bins: StrList = []
+    any_bins: StrList = []
+    env: StrList = []
+    config: StrList = []
 
 
 class ElizaMeta(_Strict):
     """``metadata.eliza`` (or ``openclaw`` / ``milady``) as written in the file."""
 
-    always: bool = False
+    always: LenientBool = False
     hook_key: str | None = None
     emoji: str | None = None
     homepage: str | None = None
-    events: list[str] = []
+    events: StrList = []
     export: str | None = None
-    os: list[str] = []
+    os: StrList = []
     requires: Requires = Requires()
     install: list[dict[str, Any]] = []
     timeout_ms: int | None = Field(None, ge=1)
@@ -95,6 +145,7 @@ class _Frontmatter(BaseModel):
     description: str | None = None
     homepage: str | None = None
     timeout_ms: int | None = Field(None, ge=1)
+    enabled: LenientBool = True
 
 
 class HookManifest(BaseModel):
@@ -109,6 +160,9 @@ class HookManifest(BaseModel):
     homepage: str | None = None
     emoji: str | None = None
     events: tuple[str, ...] = ()
+    """The event names as written (``message_sending``, ``command:new``)."""
+    keys: tuple[str, ...] = ()
+    """The dispatch keys they stand for (``message:sending``, ``command:new``)."""
     export: str | None = None
     always: bool = False
     os: tuple[str, ...] = ()
@@ -120,7 +174,13 @@ class HookManifest(BaseModel):
     background: bool = False
     """Run after the reply is sent (fire-and-forget), in the session's order."""
     namespace: str | None = None
-    """Which of ``metadata.eliza|openclaw|milady`` the metadata came from (None: absent)."""
+    """Which of ``metadata.eliza|openclaw|milady|clawdbot`` the metadata came from (None: absent
+    or read from the top level)."""
+    enabled: bool = True
+    """False for an opt-in hook (``enabled: false`` at the top level): off until the config sets
+    ``hooks.entries.<hookKey>.enabled: true``."""
+    hermes: bool = False
+    """A Hermes ``HOOK.yaml`` hook: its handler is ``handle(event_type, context)``."""
     warnings: tuple[str, ...] = ()
 
 
@@ -130,12 +190,13 @@ _EXPECTED: Final = {
     "description": "a string",
     "homepage": "a string",
     "timeoutMs": "a positive integer (milliseconds)",
+    "enabled": "true or false",
     "always": "true or false",
     "hookKey": "a string",
     "emoji": "a string",
     "export": "a string",
-    "events": "a list of strings",
-    "os": "a list of strings",
+    "events": "a list of strings (or one comma-separated string)",
+    "os": "a list of strings (or one comma-separated string)",
     "requires": "a mapping with bins, anyBins, env and config",
     "requires.bins": "a list of strings",
     "requires.anyBins": "a list of strings",
@@ -224,23 +285,98 @@ def _metadata_mapping(value: Any, source: str) -> dict[str, Any]:
     return value
 
 
+_PLAIN_VALUE = re.compile(r"^(?P<lead>\s*[A-Za-z_][\w-]*:[ \t]+)(?P<value>[^'\"{\[|>&*!#\s].*)$")
+
+
+def _quote_colon_values(yaml_text: str) -> str:
+    """Quote every plain ``key: value`` whose value holds ``': '`` (``description: Runs at:
+    startup``): YAML refuses it, OpenClaw reads it as the string it plainly is."""
+    lines = yaml_text.split("\n")
+    for i, line in enumerate(lines):
+        match = _PLAIN_VALUE.match(line)
+        if match and ": " in match["value"]:
+            lines[i] = match["lead"] + json.dumps(match["value"].rstrip(), ensure_ascii=False)
+    return "\n".join(lines)
+
+
+def _load_frontmatter(yaml_text: str, where: str) -> Any:
+    try:
+        return load_yaml(yaml_text, where)
+    except YamlError as exc:
+        repaired = _quote_colon_values(yaml_text)
+        if repaired == yaml_text:
+            raise ManifestError([str(exc)]) from None
+        try:
+            return load_yaml(repaired, where)
+        except YamlError:
+            raise ManifestError([str(exc)]) from None
+
+
+_META_FIELDS: Final = frozenset(ElizaMeta.model_fields) | {
+    field.alias for field in ElizaMeta.model_fields.values() if field.alias
+}
+
+
+def _select_metadata(
+    raw: Mapping[str, Any], metadata: dict[str, Any], where: str
+) -> tuple[str | None, str, Any, list[str]]:
+    """``(namespace, prefix, mapping, warnings)``: where this hook's metadata is read from.
+
+    A known namespace wins; else ``metadata`` itself when it holds metadata fields (``events``,
+    ...); else the frontmatter's top level (a Hermes HOOK.yaml, or ``events:`` written there).
+    A namespace gatewayd does not read is named in a warning, never skipped in silence.
+    """
+    namespace = next((ns for ns in NAMESPACES if ns in metadata), None)
+    if namespace is not None:
+        return namespace, f"metadata.{namespace}.", metadata.get(namespace), []
+    warnings = [
+        f"metadata.{key}: not a namespace gatewayd reads (it reads metadata."
+        f"{', metadata.'.join(NAMESPACES)}); its fields are ignored: rename it to metadata.eliza"
+        for key, value in metadata.items()
+        if isinstance(value, Mapping) and key not in _META_FIELDS
+    ]
+    if _META_FIELDS & set(metadata):
+        return None, "metadata.", metadata, warnings
+    top = {k: v for k, v in raw.items() if k in _META_FIELDS and k not in ("timeoutMs", "homepage")}
+    return None, "", top, warnings
+
+
+def _platform_warnings(systems: list[str], prefix: str) -> list[str]:
+    warnings = []
+    for system in systems:
+        if system in PLATFORMS:
+            continue
+        hint = _PLATFORM_HINTS.get(system.lower()) or next(
+            iter(difflib.get_close_matches(system.lower(), sorted(PLATFORMS), n=1)), None
+        )
+        did_you_mean = f"; did you mean {hint}?" if hint else ""
+        warnings.append(
+            f"{prefix}os: unknown platform {system!r}: no machine reports it, so the hook is "
+            f"ineligible everywhere{did_you_mean} (known: {', '.join(sorted(PLATFORMS))})"
+        )
+    return warnings
+
+
 def parse_manifest(text: str, path: Path, *, source: str | None = None) -> HookManifest:
-    """Validate ``HOOK.md`` text. ``source`` is the file name used in messages (default ``path``).
+    """Validate ``HOOK.md`` (or Hermes ``HOOK.yaml``) text. ``source`` is the file name used in
+    messages (default ``path``).
 
     A missing ``name`` defaults to the hook directory's name, ``hookKey`` to the name.
     Raises :class:`ManifestError` with every problem found.
     """
     where = source or str(path)
-    yaml_text, _ = split_frontmatter(text, where)
-    try:
-        raw = load_yaml(yaml_text, where)
-    except YamlError as exc:
-        raise ManifestError([str(exc)]) from None
+    hermes = path.name == "HOOK.yaml"
+    if hermes:
+        yaml_text = text.removeprefix("\ufeff").replace("\r\n", "\n")
+    else:
+        yaml_text, _ = split_frontmatter(text, where)
+    raw = _load_frontmatter(yaml_text, where)
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
+        what = "the file" if hermes else "the frontmatter"
         raise ManifestError(
-            [f"{where}: the frontmatter must be a mapping of keys, got a {type(raw).__name__}"]
+            [f"{where}: {what} must be a mapping of keys, got a {type(raw).__name__}"]
         )
 
     errors: list[str] = []
@@ -251,9 +387,7 @@ def parse_manifest(text: str, path: Path, *, source: str | None = None) -> HookM
         front = _Frontmatter()
 
     metadata = _metadata_mapping(raw.get("metadata"), where)
-    namespace = next((ns for ns in NAMESPACES if ns in metadata), None)
-    ns_raw = metadata.get(namespace) if namespace else {}
-    prefix = f"metadata.{namespace}." if namespace else ""
+    namespace, prefix, ns_raw, notes = _select_metadata(raw, metadata, where)
     meta = ElizaMeta()
     if ns_raw is None:
         ns_raw = {}
@@ -265,16 +399,9 @@ def parse_manifest(text: str, path: Path, *, source: str | None = None) -> HookM
         except ValidationError as exc:
             errors += _type_errors(exc, ns_raw, where, prefix)
 
-    for key in meta.events:
-        try:
-            parse_event_key(key)
-        except EventKeyError as exc:
-            errors.append(f"{where}: {prefix}events: {exc}")
-    for system in meta.os:
-        if system not in PLATFORMS:
-            errors.append(
-                f"{where}: {prefix}os: unknown platform {system!r}: expected darwin, linux or win32"
-            )
+    keys, event_warnings = resolve_all(meta.events)
+    notes += [f"{prefix}{warning}" for warning in event_warnings]
+    notes += _platform_warnings(meta.os, prefix)
     if meta.export is not None and not meta.export.isidentifier():
         errors.append(f"{where}: {prefix}export must be a Python identifier, got {meta.export!r}")
     name = front.name if front.name is not None else path.parent.name
@@ -285,6 +412,8 @@ def parse_manifest(text: str, path: Path, *, source: str | None = None) -> HookM
     if errors:
         raise ManifestError(errors)
 
+    if namespace is not None:
+        notes += _unknown_keys(meta, prefix)
     return HookManifest(
         path=path,
         name=name,
@@ -293,6 +422,7 @@ def parse_manifest(text: str, path: Path, *, source: str | None = None) -> HookM
         homepage=meta.homepage or front.homepage,
         emoji=meta.emoji,
         events=tuple(meta.events),
+        keys=keys,
         export=meta.export,
         always=meta.always,
         os=tuple(meta.os),
@@ -302,7 +432,9 @@ def parse_manifest(text: str, path: Path, *, source: str | None = None) -> HookM
         priority=meta.priority,
         background=meta.background,
         namespace=namespace,
-        warnings=tuple(f"{where}: {w}" for w in _unknown_keys(meta, prefix)),
+        enabled=front.enabled,
+        hermes=hermes,
+        warnings=tuple(f"{where}: {w}" for w in notes),
     )
 
 

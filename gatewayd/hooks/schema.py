@@ -85,11 +85,16 @@ MessageReceivedContext = TypedDict(
         "content": str,
         "channelId": str,
         "sessionKey": str,
-        "timestamp": str,
+        "timestamp": int,
+        "agentId": str,
+        "conversationId": str,
+        "messageId": str,
+        "metadata": dict[str, Any],
     },
     total=False,
 )
-"""``message:received``: every inbound message, before anything else it causes."""
+"""``message:received``: every inbound message, before anything else it causes. ``timestamp`` is
+Unix epoch milliseconds, as OpenClaw's message hooks get it."""
 
 
 class MessageSendingContext(BaseContext, total=False):
@@ -110,11 +115,13 @@ class MessageSentContext(BaseContext, total=False):
     channelId: str
     sessionKey: str
     success: bool
-    timestamp: str
+    timestamp: int
     reason: str
     """Why it was not sent: a ``message:sending`` handler cancelled it."""
     error: str
     """Why it was not sent: the delivery failed."""
+    agentId: str
+    conversationId: str
 
 
 class AgentStartContext(BaseContext, total=False):
@@ -233,6 +240,37 @@ class Merge(Enum):
     """Strings are joined with a blank line, in order (``prependContext``)."""
 
 
+class MessageEnrichedContext(BaseContext, total=False):
+    """``message:transcribed`` and ``message:preprocessed`` (OpenClaw): a message after media
+    and link understanding."""
+
+    body: str
+    bodyForAgent: str
+    transcript: str
+    channelId: str
+    sessionKey: str
+    conversationId: str
+    messageId: str
+    senderId: str
+    timestamp: int
+
+
+class SessionPatchContext(BaseContext, total=False):
+    """``session:patch`` (OpenClaw): session properties changed."""
+
+    sessionEntry: SessionEntryJson
+    sessionKey: str
+    patch: dict[str, Any]
+
+
+class AgentStepContext(BaseContext, total=False):
+    """``agent:step`` (Hermes): one turn of an agent's tool-calling loop."""
+
+    sessionKey: str
+    iteration: int
+    toolNames: list[str]
+
+
 @dataclass(frozen=True, slots=True)
 class EventSpec:
     """One event the gateway fires: its key, context type and contract."""
@@ -250,6 +288,9 @@ class EventSpec:
     also a context field is written to the context, so later handlers see the rewrite."""
     stop: str | None = None
     """A result field that, once true, ends the chain: no lower-priority handler runs."""
+    fired: bool = True
+    """Whether this gateway fires it. The others are declared so that hooks written for OpenClaw
+    and Hermes load with their contexts typed; a hook subscribed to one is told it will not run."""
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -326,9 +367,19 @@ EVENTS: Mapping[str, EventSpec] = {
         EventSpec("agent:after_compaction", CompactionContext, frozenset(), "caller"),
         EventSpec("gateway:startup", GatewayStartupContext, frozenset(), "nowhere"),
         EventSpec("gateway:shutdown", GatewayShutdownContext, frozenset(), "nowhere"),
+        # Known to OpenClaw and Hermes hooks, not fired by this gateway.
+        EventSpec(
+            "message:transcribed", MessageEnrichedContext, frozenset(), "nowhere", fired=False
+        ),
+        EventSpec(
+            "message:preprocessed", MessageEnrichedContext, frozenset(), "nowhere", fired=False
+        ),
+        EventSpec("session:patch", SessionPatchContext, frozenset(), "nowhere", fired=False),
+        EventSpec("agent:step", AgentStepContext, frozenset(), "nowhere", fired=False),
     )
 }
-"""Every event the gateway fires, by key; ``command`` stands for every ``command:<name>``."""
+"""Every event the gateway knows, by key; ``command`` stands for every ``command:<name>``;
+``fired`` says which the gateway fires."""
 
 
 DECISION_EVENTS = frozenset(key for key, spec in EVENTS.items() if spec.results)

@@ -21,6 +21,8 @@ class EntrySpec:
     """One ``hooks.entries.<hookKey>`` entry: the typed keys, and the whole entry as written."""
 
     enabled: bool = True
+    explicit: bool = False
+    """Whether the config wrote ``enabled`` (an opt-in hook runs only when it did, as true)."""
     env: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     timeout_ms: int | None = None
     priority: int | None = None
@@ -62,6 +64,17 @@ class NodeSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class AgentConfigSpec:
+    """The agent's own config file (``agent.configFile``), for ``requires.config`` keys that are
+    not gatewayd's: its data, where it came from, and why it is unusable (if it is)."""
+
+    data: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    source: str | None = None
+    """The file read; ``None`` when ``agent.configFile`` is not set."""
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class LoadSpec:
     """Everything one load reads besides the files themselves."""
 
@@ -83,6 +96,7 @@ class LoadSpec:
     """The config file in use (relative ``hooks.handlers`` modules resolve beside it)."""
     watch: WatchSettings = field(default_factory=WatchSettings)
     node: NodeSettings = field(default_factory=NodeSettings)
+    agent: AgentConfigSpec = field(default_factory=AgentConfigSpec)
 
     def entry(self, hook_key: str) -> EntrySpec:
         """``hooks.entries.<hook_key>``, or the all-defaults entry."""

@@ -81,7 +81,7 @@ def test_client_commands(write_hook: WriteHook, start_daemon: StartDaemon, state
     reload_json = json.loads(gatewayd(state_dir, "reload", "--json").stdout)
     assert set(reload_json) == {
         *("discovered", "eligible", "registered", "skipped", "failed", "statuses"),
-        *("changes", "ok", "notReady"),
+        *("changes", "ok", "notReady", "warnings"),
     }
     assert daemon.stop() == 0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import select
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,12 @@ KEEP = (
     "workspaceDir",
     "to",
     "reason",
+    "agentId",
+    "conversationId",
+    "messageId",
+    "metadata",
+    "success",
+    "error",
 )
 
 
@@ -102,7 +109,13 @@ def test_new_and_reset_event_order_reply_and_sessions(
     assert received["content"] == "hello"
     assert received["channelId"] == "test"
     assert received["sessionKey"] == "agent:main:main"
-    assert received["timestamp"].endswith("Z")
+    # OpenClaw's message context: epoch milliseconds, agentId, conversationId, messageId.
+    assert isinstance(received["timestamp"], int)
+    assert abs(received["timestamp"] / 1000 - time.time()) < 3600
+    assert received["agentId"] == "main"
+    assert received["conversationId"] == "agent:main:main"
+    assert len(received["messageId"]) == 32
+    assert received["metadata"] == {"provider": "test", "surface": "test", "senderId": "alice"}
 
     starts = [r["ctx"] for r in by_key["session:start"]]
     first_id, second_id, third_id = (s["sessionId"] for s in starts[:3])

@@ -88,6 +88,7 @@ def test_spec_for_finds_the_family_of_a_command() -> None:
     assert spec_for("command:deploy") is EVENTS["command"]
     assert spec_for("session:start") is EVENTS["session:start"]
     assert spec_for("message:edited") is None
+    assert spec_for("message:transcribed") is EVENTS["message:transcribed"]
 
 
 def test_the_author_api_is_narrow() -> None:
@@ -95,6 +96,9 @@ def test_the_author_api_is_narrow() -> None:
     assert set(gatewayd.hooks.__all__) == {
         "AgentEndContext",
         "AgentStartContext",
+        "AgentStepContext",
+        "MessageEnrichedContext",
+        "SessionPatchContext",
         "BaseContext",
         "BootstrapContext",
         "BootstrapFile",

@@ -142,7 +142,8 @@ def test_every_failure_is_listed_in_order(bin_dir: Path) -> None:
         "Binary missing: git-x",
         "None of: a-x, b-x",
         "Env missing: E_X",
-        "Config missing: c.x",
+        "Config missing: c.x (not a gatewayd key; set agent.configFile to the agent's config "
+        "file, e.g. ~/.openclaw/openclaw.json, to read it from there)",
     ]
     assert result.missing == {
         "bins": ["git-x"],

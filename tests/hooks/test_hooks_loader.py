@@ -65,6 +65,7 @@ def test_load_registers_and_dispatches(
         "registered": 2,
         "skipped": [],
         "failed": [],
+        "warnings": 0,
     }
     summary_lines = [line for line in logs if line["event"] == "hooks.loaded"]
     assert summary_lines == [
@@ -76,6 +77,7 @@ def test_load_registers_and_dispatches(
             "registered": 2,
             "skipped": 0,
             "failed": 0,
+            "warnings": 0,
         }
     ]
     # `hello` is registered for both keys and runs once per key, in dispatch order.
@@ -109,7 +111,10 @@ def test_summary_accounts_for_every_hook(roots: Roots, build: Build, write_hook:
     assert result.eligible == 4  # ok, crash, off, quiet (shadowed and invalid are not counted)
     assert result.discovered == result.registered + len(result.skipped) + len(result.failed)
     assert "off: disabled in config" in result.skipped
-    assert "quiet: no events" in result.skipped
+    assert (
+        "quiet: no events: it subscribes to nothing, so its code is never loaded "
+        "(add metadata.eliza.events)"
+    ) in result.skipped
     assert "needs-bin: Binary missing: no-such-bin-xyz" in result.skipped
     (failed,) = result.failed
     assert failed.startswith(
@@ -190,7 +195,8 @@ def test_no_events_skips_without_importing(
             roots.managed, "silent", events=events, handler=f"open({str(marker)!r}, 'w').close()\n"
         )
         rec = record(build(), "silent")
-        assert (rec.status, rec.reasons) == ("skipped", ["no events"])
+        assert rec.status == "skipped"
+        assert rec.reasons[0].startswith("no events: it subscribes to nothing")
         assert not marker.exists()
 
 

@@ -1,0 +1,176 @@
+"""The event vocabulary: every name a hook may subscribe with, and what it means here.
+
+The events themselves (keys, context types, whether the gateway fires them) are declared in
+:mod:`gatewayd.hooks.schema`; this module owns the *names*. A ``HOOK.md`` (or ``HOOK.yaml``)
+may name an event
+
+* by this project's key, ``type:action`` (``command:new``, ``agent:before_tool_call``), a
+  whole type (``command``) or ``*``;
+* by an OpenClaw plugin-hook name, ``message_sending``, ``before_tool_call``, ... in ``_`` or
+  ``-`` spelling (``message-sending``), mapped by :data:`PLUGIN_HOOKS`;
+* by OpenClaw's own internal names where they differ (``session:compact:before``);
+* by a Hermes name: ``command:*`` (every command), ``agent:start``, ``session:reset``.
+
+The mapping rule for plugin-hook names: where OpenClaw has an internal event for the same moment,
+the name maps to it (``message_received`` -> ``message:received``, ``gateway_start`` ->
+``gateway:startup``); otherwise the type is
+the noun the name is about and the action is the rest of the name (``message_sending`` ->
+``message:sending``, ``agent_end`` -> ``agent:end``, ``before_agent_start`` ->
+``agent:before_start``), and hooks the agent runtime posts belong to the agent run
+(``before_tool_call`` -> ``agent:before_tool_call``, ``before_compaction`` ->
+``agent:before_compaction``, which OpenClaw's internal hooks call ``session:compact:before``).
+
+:func:`resolve` turns one written name into the dispatch keys it stands for plus warnings. No name
+makes a hook invalid: an unknown one is kept as written (nothing emits it, and the warning says so
+and suggests the nearest known name), and a known event this gateway never fires is named as
+such, so a subscription that can never run is never silent.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from gatewayd.hooks.events import EVENT_TYPES
+from gatewayd.hooks.schema import EVENTS
+
+PLUGIN_HOOKS: Final = {
+    "message_received": "message:received",
+    "message_sending": "message:sending",
+    "message_sent": "message:sent",
+    "session_start": "session:start",
+    "session_end": "session:end",
+    "gateway_start": "gateway:startup",
+    "gateway_stop": "gateway:shutdown",
+    "before_compaction": "agent:before_compaction",
+    "after_compaction": "agent:after_compaction",
+    "before_agent_start": "agent:before_start",
+    "agent_end": "agent:end",
+    "before_tool_call": "agent:before_tool_call",
+    "after_tool_call": "agent:after_tool_call",
+    "tool_result_persist": "agent:tool_result_persist",
+}
+"""OpenClaw plugin-hook names (``_`` spelling) and the event each one is here."""
+
+ALIASES: Final[dict[str, tuple[str, ...]]] = {
+    "command:*": ("command",),
+    "agent:start": ("agent:before_start",),
+    "session:reset": ("command:new", "command:reset"),
+    "session:compact:before": ("agent:before_compaction",),
+    "session:compact:after": ("agent:after_compaction",),
+}
+"""Names other systems use for events this gateway has (Hermes; OpenClaw's internal compaction
+events), and the keys they stand for."""
+
+_SHAPE = re.compile(r"^[a-z]+(?::[A-Za-z0-9_.:-]+)?$")
+_COMMAND_ACTION = re.compile(r"^[a-z0-9_-]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """What one written event name means: the keys a handler is registered for, and warnings."""
+
+    name: str
+    keys: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+
+
+def known_names() -> list[str]:
+    """Every name :func:`resolve` accepts without a warning (bar ``command:<name>``)."""
+    names = [*EVENTS, *sorted(EVENT_TYPES), *PLUGIN_HOOKS, *ALIASES]
+    return list(dict.fromkeys(names))
+
+
+def _actions_by_type() -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for key in EVENTS:
+        action = key.partition(":")[2]
+        if action:
+            found.setdefault(action, []).append(key)
+    return found
+
+
+def suggest(name: str) -> str | None:
+    """The known name nearest to ``name`` (``message:recieved`` -> ``message:received``).
+
+    A command's action under another type means the command (``session:new`` ->
+    ``command:new``); then a close name of the same type, then the same action under another
+    type (``gateway:end`` -> ``session:end``), then the closest name of all.
+    """
+    etype, _, action = name.partition(":")
+    candidates = [*known_names(), "command:new", "command:reset", "command:stop"]
+    if action:
+        if action in ("new", "reset", "stop"):
+            return f"command:{action}"
+        same_type = [c for c in candidates if c.startswith(f"{etype}:")]
+        close = difflib.get_close_matches(name, same_type, n=1, cutoff=0.75)
+        if close:
+            return close[0]
+        elsewhere = [k for k in _actions_by_type().get(action, []) if not k.startswith(etype)]
+        if elsewhere:
+            return elsewhere[0]
+    match = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+def _not_fired(name: str, key: str) -> str:
+    via = f" ({name} is {key} here)" if name != key else ""
+    return (
+        f"events: {key}{via} is a known event, but this gateway never fires it: "
+        "the hook will not run for it"
+    )
+
+
+def _unknown(name: str, why: str) -> str:
+    hint = suggest(name)
+    did_you_mean = f"; did you mean {hint}?" if hint else ""
+    never = "no emitter produces it, so the hook never runs for it"
+    return f"events: {name!r}: {why}; {never}{did_you_mean}"
+
+
+def resolve(name: str) -> Resolution:
+    """The dispatch keys ``name`` stands for, and why it may never run (see the module doc)."""
+    written = name.strip()
+    if written == "*":
+        return Resolution(written, ("*",))
+    plugin = written.lower().replace("-", "_")
+    if plugin in PLUGIN_HOOKS:
+        key = PLUGIN_HOOKS[plugin]
+        fired = EVENTS[key].fired
+        return Resolution(written, (key,), () if fired else (_not_fired(written, key),))
+    if written in ALIASES:
+        keys = ALIASES[written]
+        idle = [k for k in keys if k in EVENTS and not EVENTS[k].fired]
+        warnings = tuple(_not_fired(written, k) for k in idle)
+        return Resolution(written, keys, warnings)
+    if not _SHAPE.match(written):
+        return Resolution(written, (), (_unknown(written, "not an event name ('type:action')"),))
+    etype, _, action = written.partition(":")
+    if etype not in EVENT_TYPES:
+        why = f"unknown event type {etype!r} (known: {', '.join(sorted(EVENT_TYPES))})"
+        return Resolution(written, (), (_unknown(written, why),))
+    if not action:
+        return Resolution(written, (written,))
+    if etype == "command":
+        if _COMMAND_ACTION.match(action):
+            return Resolution(written, (written,))
+        why = "a command name is [a-z0-9_-]+ (what follows '/' in a message)"
+        return Resolution(written, (written,), (_unknown(written, why),))
+    spec = EVENTS.get(written)
+    if spec is None:
+        why = f"no {etype} event is called {action!r}"
+        return Resolution(written, (written,), (_unknown(written, why),))
+    return Resolution(written, (written,), () if spec.fired else (_not_fired(written, written),))
+
+
+def resolve_all(names: tuple[str, ...] | list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(keys, warnings)`` for a hook's whole ``events`` list, keys deduplicated in order."""
+    keys: list[str] = []
+    warnings: list[str] = []
+    for name in names:
+        outcome = resolve(name)
+        keys.extend(outcome.keys)
+        warnings.extend(outcome.warnings)
+    return tuple(dict.fromkeys(keys)), tuple(warnings)
