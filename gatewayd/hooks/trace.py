@@ -34,6 +34,7 @@ from gatewayd.hooks.runners import (
     run_sync,
 )
 from gatewayd.hooks.stats import running
+from gatewayd.hooks.vocabulary import resolve_all
 
 if TYPE_CHECKING:
     from gatewayd.hooks.registry import HookRegistry
@@ -167,7 +168,8 @@ _NO_CFG: Any = object()
 
 def _subscribes(events: Iterable[str], key: str) -> bool:
     etype = key.partition(":")[0]
-    return any(e in (key, etype, "*") for e in events)
+    keys, _ = resolve_all(list(events))  # written names: message_received is message:received
+    return any(e in (key, etype, "*") for e in keys)
 
 
 def not_loaded(records: Iterable[Any], key: str) -> list[HandlerOutcome]:

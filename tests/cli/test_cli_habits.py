@@ -99,7 +99,12 @@ def test_json_of_the_config_commands(run_cli: RunCli, state_dir: Path) -> None:
     assert document["source"] == "built-in defaults"
     assert document["config"]["gateway"]["queue"]["capacity"] == 1024
     checked = run_cli("config", "check", "--json")
-    assert json.loads(checked.stdout) == {"ok": True, "source": "built-in defaults", "errors": []}
+    assert json.loads(checked.stdout) == {
+        "ok": True,
+        "source": "built-in defaults",
+        "errors": [],
+        "ignored": [],
+    }
     (state_dir / "gatewayd.yaml").write_text("gateway: {queue: {capacity: 0}}\n")
     bad = run_cli("config", "check", "--json")
     assert bad.returncode == 78

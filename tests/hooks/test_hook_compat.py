@@ -273,3 +273,15 @@ def test_a_config_error_names_the_key_as_written(roots: Roots) -> None:
     assert "hooks.internal.entries.x.enabled: expected true or false" in text
     assert "hooks.internal.timeoutMs: " in text
     assert "hooks.entries.x" not in text
+
+
+def test_trace_finds_a_hook_that_subscribed_by_another_systems_name(
+    roots: Roots, build: Build, write_hook: WriteHook
+) -> None:
+    from gatewayd.hooks.trace import not_loaded
+
+    write_hook(roots.managed, "off", events=["message_received"])
+    result = build({"hooks": {"entries": {"off": {"enabled": False}}}})
+    (skipped,) = not_loaded(result.records, "message:received")
+    assert skipped[0] == "off"
+    assert not_loaded(result.records, "message:sent") == []
