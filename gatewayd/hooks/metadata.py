@@ -328,7 +328,10 @@ def _select_metadata(
     """
     namespace = next((ns for ns in NAMESPACES if ns in metadata), None)
     if namespace is not None:
-        return namespace, f"metadata.{namespace}.", metadata.get(namespace), []
+        ns_raw = metadata.get(namespace)
+        if isinstance(ns_raw, Mapping) and "events" not in ns_raw and "events" in raw:
+            ns_raw = {**ns_raw, "events": raw["events"]}  # events written at the top level
+        return namespace, f"metadata.{namespace}.", ns_raw, []
     warnings = [
         f"metadata.{key}: not a namespace gatewayd reads (it reads metadata."
         f"{', metadata.'.join(NAMESPACES)}); its fields are ignored: rename it to metadata.eliza"

@@ -160,6 +160,11 @@ def test_events_at_the_top_level_or_directly_under_metadata_are_read() -> None:
     assert (flat.keys, flat.emoji) == (("session:start",), "🙂")
 
 
+def test_top_level_events_beside_a_namespace_without_events_are_read() -> None:
+    m = parse("---\nevents: [command:new]\nmetadata: {openclaw: {emoji: '🦞'}}\n---\n")
+    assert (m.namespace, m.keys, m.emoji) == ("openclaw", ("command:new",), "🦞")
+
+
 def test_top_level_enabled_false_makes_the_hook_opt_in() -> None:
     assert parse("---\nenabled: false\nevents: [command:new]\n---\n").enabled is False
     assert parse("---\nenabled: 'no'\nevents: [command:new]\n---\n").enabled is False
