@@ -63,7 +63,7 @@ def test_openclaw_and_hermes_hooks_in_a_real_daemon(
         timeout=60,
         check=True,
     ).stdout
-    assert "1 warnings)" in text
+    assert "; 1 warnings" in text
     assert daemon.stop() == 0
 
 
