@@ -24,6 +24,7 @@ from gatewayd.hooks.events import HookEvent, create_hook_event, parse_event_key
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.hooks.schema import BASE_FIELDS, EVENTS, spec_for
 from gatewayd.hooks.trace import run_traced
+from gatewayd.hooks.vocabulary import resolve_all
 
 SAMPLE_SESSION = "agent:main:hooks-test"
 
@@ -92,8 +93,10 @@ def sample_context(key: str, session_key: str = SAMPLE_SESSION) -> dict[str, Any
 
 def default_event(name: str, events: Iterable[str]) -> str:
     """The event a hook is tested with when none is given: its first ``type:action``; for a
-    bare type the action is the hook's name (``command`` -> ``command:<name>``)."""
-    for key in events:
+    bare type the action is the hook's name (``command`` -> ``command:<name>``). Names of
+    other systems count as what they stand for (``message_received`` -> ``message:received``)."""
+    keys, _ = resolve_all(list(events))
+    for key in keys:
         etype, action = parse_event_key(key)
         if etype == "*":
             continue

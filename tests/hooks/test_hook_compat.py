@@ -285,3 +285,10 @@ def test_trace_finds_a_hook_that_subscribed_by_another_systems_name(
     (skipped,) = not_loaded(result.records, "message:received")
     assert skipped[0] == "off"
     assert not_loaded(result.records, "message:sent") == []
+
+
+def test_hooks_test_picks_the_event_another_systems_name_stands_for() -> None:
+    from gatewayd.hooks.tester import default_event
+
+    assert default_event("x", ["message_received"]) == "message:received"
+    assert default_event("x", ["comand:new", "command:*"]) == "command:x"
