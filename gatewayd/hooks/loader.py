@@ -352,6 +352,7 @@ class _Builder:
                 env=dict(entry.env),
                 timeout_s=timeout_s,
                 source=source,
+                cfg=hook_cfg(self.public_cfg, self.spec.effective_config, hook_key),
             )
             return node.handler
         package = package_name(self.importer.root, name, directory, kind)
