@@ -174,6 +174,28 @@ def test_a_dropped_in_hook_replies_and_an_edit_changes_the_reply(svc: Service) -
     assert svc.show("ActiveState")["ActiveState"] == "active"
 
 
+def test_a_hook_error_reaches_the_journal_at_priority_err(svc: Service) -> None:
+    # The daemon prefixes each line with its syslog priority under JOURNAL_STREAM (<3> error).
+    svc.ensure_active()
+    svc.write_hook(
+        "boomer", ["command:boom"], "async def handler(event):\n    raise KeyError('x')\n"
+    )
+    try:
+
+        def errors() -> str:
+            svc.reply("/boom")
+            return svc.ctr.exec(
+                "journalctl", "--no-pager", "--unit", UNIT, "-p", "err", "--output=cat", check=False
+            ).stdout
+
+        wait_until(lambda: '"hook": "boomer"' in errors() or None, 60, "hook.error at -p err")
+        lines = errors().splitlines()
+        assert any('"event": "hook.error"' in line for line in lines)
+        assert not any('"event": "gateway.ready"' in line for line in lines), "info is not err"
+    finally:
+        svc.ctr.exec("rm", "-rf", f"{STATE}/hooks/boomer", check=False)
+
+
 def test_systemctl_reload_keeps_it_active_and_reloads(svc: Service) -> None:
     svc.ensure_active()
     pid, before = svc.main_pid(), svc.status()["reloads"]
