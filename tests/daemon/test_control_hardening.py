@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,14 @@ def strict(line: bytes) -> dict[str, Any]:
         raise AssertionError(f"the reply carries {name}, which is not JSON: {line[:200]!r}")
 
     assert line.endswith(b"\n"), f"not one whole line: {line[:200]!r}"
-    reply = json.loads(line.decode("utf-8"), parse_constant=refuse)
+    # A deeply nested id the daemon echoes back must parse here too, however deep the test
+    # runner's own stack already is (pytest-xdist workers run deeper than a plain pytest).
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10_000))
+    try:
+        reply = json.loads(line.decode("utf-8"), parse_constant=refuse)
+    finally:
+        sys.setrecursionlimit(limit)
     assert isinstance(reply, dict) and isinstance(reply.get("ok"), bool), reply
     return reply
 
