@@ -388,6 +388,7 @@ class Dispatcher:
         dispatch = registry.dispatch
         journal = queue.journal
         done_mark = journal.done
+        started_mark = journal.started
         latency = self._latency
         mask = LATENCY_SAMPLES - 1
         checkpoint = anyio.lowlevel.checkpoint
@@ -408,6 +409,8 @@ class Dispatcher:
             done = errors = timeouts = 0
             try:
                 for event, ticket, _, seq, only in batch:
+                    if seq:
+                        started_mark(seq)
                     try:
                         report = await dispatch(event, only)
                     except Exception as exc:  # the registry never raises; a bug if it does

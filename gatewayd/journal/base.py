@@ -98,6 +98,10 @@ class Journal(ABC):
     def done(self, seq: int) -> None:
         """Every handler of item ``seq`` finished (ok, error or timeout)."""
 
+    def started(self, seq: int) -> None:
+        """Item ``seq``'s dispatch begins (a journal that redelivers after a restart counts
+        this for the items it redelivered, to stop one that keeps taking the daemon down)."""
+
     @abstractmethod
     def dead(self, event: HookEvent, seq: int, letters: Sequence[DeadLetter]) -> None:
         """Item ``seq`` finished, but these handlers exhausted their retries."""

@@ -115,6 +115,8 @@ class SqliteJournal(Journal):
         """A flush of done/dead marks alone, a moment later."""
         self._idle: anyio.Event | None = None
         self._pending: dict[int, float] = {}
+        self._recovered: set[int] = set()
+        """Items redelivered at open whose dispatch has not begun yet (see :meth:`started`)."""
         """seq -> wall time accepted, of every event not yet done (insertion = seq order)."""
         self._dead_letters = 0
         self._trim_countdown = TRIM_EVERY
@@ -192,6 +194,16 @@ class SqliteJournal(Journal):
         try:
             conn, epoch = store.connect(self.path, self.sync)
             rows = store.pending_rows(conn)
+            before = len(rows)
+            rows = store.recover(conn, rows)
+            if len(rows) < before:
+                log.error(
+                    "journal.poisoned",
+                    events=before - len(rows),
+                    path=str(self.path),
+                    note="dead-lettered: the daemon stopped again while each was next",
+                    fix="gatewayd events list --state dead",
+                )
         except (store.Damaged, sqlite3.DatabaseError) as exc:
             if not isinstance(exc, store.Damaged) and not store.is_damage(exc):
                 raise
@@ -224,6 +236,7 @@ class SqliteJournal(Journal):
             )
             event.id = f"{self._epoch}-{seq}"
             self._pending[seq] = now
+            self._recovered.add(seq)
             hooks = tuple(json.loads(only)) if only else None
             items.append((event, None, perf_counter(), seq, hooks))
         return items
@@ -253,6 +266,15 @@ class SqliteJournal(Journal):
             assert self._loop is not None, "append() before open()"
             self._loop.call_soon(self._flush)
         return commit
+
+    def started(self, seq: int) -> None:
+        """A redelivered item's dispatch begins: counted in the file, so that one whose
+        dispatch keeps ending with the daemon is dead-lettered (:func:`store.recover`)."""
+        if seq in self._recovered:
+            self._recovered.discard(seq)
+            conn = self._conn
+            if conn is not None:
+                self._jobs.put(lambda: store.note_started(conn, seq))
 
     def done(self, seq: int) -> None:
         self._pending.pop(seq, None)

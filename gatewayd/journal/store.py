@@ -46,6 +46,7 @@ CREATE TABLE events (
     state INTEGER NOT NULL DEFAULT 0,
     done_at REAL
 );
+CREATE TABLE recoveries (seq INTEGER PRIMARY KEY, count INTEGER NOT NULL);
 CREATE TABLE dead (
     seq INTEGER NOT NULL,
     hook TEXT NOT NULL,
@@ -116,6 +117,11 @@ def connect(path: Path, sync: str) -> tuple[sqlite3.Connection, str]:
             if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
                 raise Damaged("an SQLite file that is not a gatewayd journal")
             conn.executescript(f"BEGIN IMMEDIATE; {SCHEMA} COMMIT;")
+        # Journals written before the table existed get it here (same schema version).
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS recoveries "
+            "(seq INTEGER PRIMARY KEY, count INTEGER NOT NULL)"
+        )
         row = conn.execute("SELECT value FROM meta WHERE key = 'epoch'").fetchone()
         if row is None:
             epoch = secrets.token_hex(4)
@@ -188,6 +194,55 @@ def pending_rows(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
         "SELECT seq, session, type, action, ts, context, only FROM events "
         "WHERE state = 0 ORDER BY seq"
     ).fetchall()
+
+
+MAX_RECOVERIES = 2
+"""A redelivered event whose dispatch began this many times without finishing (the daemon
+stopped each time) is dead-lettered at the next start instead of redelivered again."""
+POISON_HOOK = "(gatewayd)"
+"""The ``hook`` of such a dead letter: no one handler failed, the daemon kept stopping."""
+
+
+def note_started(conn: sqlite3.Connection, seq: int) -> None:
+    """A redelivered event's dispatch is beginning (see :func:`recover`)."""
+    conn.execute(
+        "INSERT INTO recoveries VALUES (?, 1) ON CONFLICT(seq) DO UPDATE SET count = count + 1",
+        (seq,),
+    )
+
+
+def recover(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The pending ``rows`` to redeliver at a start: those whose redelivered dispatch already
+    began :data:`MAX_RECOVERIES` times without finishing are dead-lettered instead. A handler
+    that blocks the loop until the watchdog kills the daemon, or ends the process, must not
+    take it down again on every start."""
+    counts = dict(conn.execute("SELECT seq, count FROM recoveries").fetchall())
+    poisoned = {row[0]: counts[row[0]] for row in rows if counts.get(row[0], 0) >= MAX_RECOVERIES}
+    at = now()
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for seq, count in poisoned.items():
+            conn.execute(
+                "INSERT OR REPLACE INTO dead VALUES (?,?,?,?,?)",
+                (
+                    seq,
+                    POISON_HOOK,
+                    f"the daemon stopped {count} times while dispatching this event again after "
+                    "a restart (a handler that blocks the event loop or ends the process?); "
+                    "inspect it with `gatewayd events show`, replay it with `events retry`",
+                    count,
+                    at,
+                ),
+            )
+            conn.execute("UPDATE events SET state = 2, done_at = ? WHERE seq = ?", (at, seq))
+        conn.execute(
+            "DELETE FROM recoveries WHERE seq NOT IN (SELECT seq FROM events WHERE state = 0)"
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return [row for row in rows if row[0] not in poisoned]
 
 
 def dead_count(conn: sqlite3.Connection) -> int:
