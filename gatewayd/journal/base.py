@@ -98,7 +98,7 @@ class Journal(ABC):
     def done(self, seq: int) -> None:
         """Every handler of item ``seq`` finished (ok, error or timeout)."""
 
-    def started(self, seq: int) -> None:
+    def started(self, seq: int) -> None:  # noqa: B027 - a no-op unless the backend redelivers
         """Item ``seq``'s dispatch begins (a journal that redelivers after a restart counts
         this for the items it redelivered, to stop one that keeps taking the daemon down)."""
 
