@@ -40,7 +40,7 @@ from anyio.abc import TaskStatus
 
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.registry import DispatchReport, HookRegistry
-from gatewayd.journal.base import Item, Journal
+from gatewayd.journal.base import Item, Journal, check_recordable
 from gatewayd.journal.memory import MemoryJournal
 from gatewayd.retries import NO_RETRIES, RetryPolicy, settle
 from gatewayd.tickets import QueueClosed, QueueFull, Ticket
@@ -136,6 +136,7 @@ class TriggerQueue:
             event.id = self._next_id()
             self._enqueue((event, ticket, perf_counter(), 0, None))
             return
+        check_recordable(event)
         self._depth += 1
         self.journal.append(event, ticket, perf_counter())
 
@@ -144,6 +145,7 @@ class TriggerQueue:
         delivers the event into its lane, in append order, before this returns). A ticket's
         ``wait()`` ends after the dispatch, which follows the commit, so a submitter does not
         wait twice: the several events of one message share one commit."""
+        check_recordable(event)
         self._depth += 1
         commit = self.journal.append(event, ticket, perf_counter())
         if commit is not None and ticket is None:

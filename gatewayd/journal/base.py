@@ -44,6 +44,25 @@ class JournalFull(JournalError):
     code = "journal_full"
 
 
+class Unrecordable(JournalError):
+    """An event the journal cannot store as text (a lone surrogate in its session key)."""
+
+    code = "bad_request"
+
+
+def check_recordable(event: HookEvent) -> None:
+    """Raise :class:`Unrecordable` for an event whose key fields are not valid Unicode text:
+    refused up front, so that nothing unwritable ever reaches the journal's writer."""
+    try:
+        event.session_key.encode("utf-8")
+        event.action.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Unrecordable(
+            f"session key {event.session_key!r} (or action {event.action!r}) is not valid "
+            "Unicode text (a lone surrogate?); send UTF-8 text"
+        ) from None
+
+
 class Commit:
     """One group commit: every poster whose event is in it awaits :meth:`wait`."""
 

@@ -63,7 +63,9 @@ BASE_KEYS = ("cfg", "workspaceDir")
 """Context every event carries (the gateway's base): not stored, put back on replay."""
 
 
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+# ensure_ascii: a lone surrogate in a hook-set context value is written as \udXXX (and read
+# back the same), never handed to SQLite as text it cannot encode.
+_encode = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=str).encode
 """One encoder for every record: ``json.dumps`` with options builds a new one per call."""
 
 

@@ -50,6 +50,8 @@ def test_config_show_redacts_secrets_and_env(state_dir: Path) -> None:
         "env": {},
         "timeoutMs": None,
         "priority": None,
+        "retries": 0,
+        "retryBackoffMs": 1000,
         "token": "<redacted>",
         "colour": "blue",
     }

@@ -176,9 +176,16 @@ def test_keys_utf8_cannot_encode_never_break_the_table(
 ) -> None:
     daemon = start_daemon()
     with daemon.control() as control:
+        # A session key that is not Unicode text is refused with its reason, before anything
+        # (the durable queue, the session table) would have to store it.
         control.send_raw(
-            b'{"id": 1, "op": "message", "sessionKey": "agent:\\ud800", "text": "hi \\udfff"}\n'
+            b'{"id": 1, "op": "message", "sessionKey": "agent:\\ud800", "text": "hi"}\n'
         )
+        reply = control.read()
+        assert reply is not None and reply["ok"] is False, reply
+        assert reply["error"]["code"] == "bad_request" and "surrogate" in reply["error"]["message"]
+        # Text that is not Unicode in a message on a valid key is kept, escaped, and read back.
+        control.send_raw(b'{"id": 2, "op": "message", "sessionKey": "odd", "text": "hi \\udfff"}\n')
         reply = control.read()
         assert reply is not None and reply["ok"] is True, reply
         control.ok("message", sessionKey="plain", text="hello")
@@ -188,8 +195,8 @@ def test_keys_utf8_cannot_encode_never_break_the_table(
     with daemon.control() as control:
         assert control.ok("status")["status"]["sessions"] == 2
     table = index(state_dir)
-    assert set(table) == {"agent:\ud800", "plain"}
-    lines = transcript_lines(Path(table["agent:\ud800"]["sessionFile"]))
+    assert set(table) == {"odd", "plain"}
+    lines = transcript_lines(Path(table["odd"]["sessionFile"]))
     assert lines[0]["content"] == "hi \udfff"
     assert daemon.stop() == 0
 
