@@ -132,7 +132,10 @@ class SqliteJournal(Journal):
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
-            job()
+            try:
+                job()
+            except Exception as exc:  # a bug; the thread must live on, or nothing is written
+                log.exception("journal.job_failed", error=f"{type(exc).__name__}: {exc}")
 
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` on the writer thread, after every job queued before it."""
@@ -232,7 +235,7 @@ class SqliteJournal(Journal):
             event = HookEvent(
                 type=etype,
                 action=action,
-                session_key=session,
+                session_key=store.session_text(session),
                 timestamp=datetime.fromtimestamp(ts, UTC),
                 context={**json.loads(context), **{k: base[k] for k in BASE_KEYS if k in base}},
             )
@@ -320,21 +323,25 @@ class SqliteJournal(Journal):
         conn = self._conn
         assert conn is not None and self._loop is not None
         error: JournalError | None = None
-        rows = [
-            (
-                seq,
-                event.session_key,
-                event.type,
-                event.action,
-                event.timestamp.timestamp(),
-                _context_json(event.context, base),
-                json.dumps(list(only)) if only else None,
-            )
-            for event, _, _, seq, only in batch
-        ]
+        try:
+            rows = [
+                (
+                    seq,
+                    store.session_blob(event.session_key),
+                    event.type,
+                    event.action,
+                    event.timestamp.timestamp(),
+                    _context_json(event.context, base),
+                    json.dumps(list(only)) if only else None,
+                )
+                for event, _, _, seq, only in batch
+            ]
+        except (TypeError, ValueError) as exc:  # a context JSON cannot hold (a cycle)
+            log.error("journal.unrecordable", error=str(exc), events=len(batch))
+            rows, error = [], JournalError(f"the event cannot be recorded: {exc}")
         deadline: float | None = None
         delay = 0.05
-        while True:
+        while error is None:
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 if rows:
@@ -342,7 +349,7 @@ class SqliteJournal(Journal):
                 self._apply_marks(conn, done, dead)
                 conn.execute("COMMIT")
                 break
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, ValueError) as exc:  # ValueError: text SQLite cannot take
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 if not store.is_full(exc):

@@ -182,6 +182,17 @@ def update_done(conn: sqlite3.Connection, seqs: Sequence[int], at: float) -> Non
     )
 
 
+def session_blob(key: str) -> bytes:
+    """A session key as stored: UTF-8 bytes, lone surrogates kept (``surrogatepass``), so any
+    key a client may send (``"agent:\\ud800"``) is stored and replayed exactly."""
+    return key.encode("utf-8", "surrogatepass")
+
+
+def session_text(value: bytes | str) -> str:
+    """The session key :func:`session_blob` stored."""
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
+
+
 def high_water(conn: sqlite3.Connection) -> int:
     """The highest ``seq`` ever used (AUTOINCREMENT keeps it past deleted rows)."""
     row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
@@ -287,7 +298,7 @@ def _record(conn: sqlite3.Connection, epoch: str, row: Sequence[Any], full: bool
     record: dict[str, Any] = {
         "id": f"{epoch}-{seq}",
         "event": f"{etype}:{action}",
-        "sessionKey": session,
+        "sessionKey": session_text(session),
         "timestamp": _iso(ts),
         "state": STATE_NAMES.get(state, str(state)),
         "doneAt": _iso(done_at),
@@ -318,7 +329,7 @@ def list_events(
         args.append(STATES[state])
     if session is not None:
         where.append("session = ?")
-        args.append(session)
+        args.append(session_blob(session))
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     rows = conn.execute(
         f"SELECT {COLUMNS} FROM events {clause} ORDER BY seq DESC LIMIT ?", (*args, limit)
