@@ -5,8 +5,10 @@ top to bottom (:meth:`Gateway.serve`):
 
 1. claim every channel's address (a second daemon stops here, before running any hook code);
 2. load the hooks in a worker thread and swap them into the registry (``hooks.loaded``);
-3. start the dispatcher and every channel, each counted only once it listens (``channels.up``);
-4. ``READY=1`` with a ``STATUS=`` line; ``gateway.startupHookDelayMs`` later ``gateway:startup``
+3. start every channel, each counted only once it listens (``channels.up``);
+4. ``READY=1`` with a ``STATUS=`` line, then the dispatcher (what was queued meanwhile, the
+   journal's recovered events first, is dispatched from here); ``gateway.startupHookDelayMs``
+   later ``gateway:startup``
    goes through the trigger queue in the background (once per process, never on reload);
 5. serve until SIGTERM/SIGINT; SIGHUP (and the ``reload`` op) call :meth:`Gateway.reload`;
 6. shutdown: ``STOPPING=1``, channels stop accepting, ``gateway:shutdown`` (bounded by
@@ -751,7 +753,6 @@ class Gateway:
             self.queue.restore(await self.journal.open())
         except JournalError as exc:
             return self._fail_start(exc)
-        await tg.start(self.dispatcher.run)
         if (listen := self.config.settings.gateway.metrics.listen) is not None:
             from gatewayd.metrics import MetricsServer  # prometheus_client: only when asked
 
@@ -771,6 +772,10 @@ class Gateway:
         self.state = "running"
         self._running.set()
         self.notifier.ready(self._status_line())
+        # Dispatch begins once READY is out: an event that blocks the loop (a recovered one
+        # included) can then only trip the watchdog, never keep the service from starting.
+        # Nothing is lost meanwhile: requests queue behind the recovered events.
+        await tg.start(self.dispatcher.run)
         if before is not None:
             tg.start_soon(self._start_watching, before)
         log.info("gateway.ready", hooks=self._load.registered, startup_ms=startup_ms)

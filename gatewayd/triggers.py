@@ -514,7 +514,9 @@ class Dispatcher:
         """
         queue = self.queue
         queue.close()
-        if queue._lanes or queue.depth:  # depth: events still on their way through the journal
+        # depth: events still on their way through the journal. No workers (the start failed
+        # before dispatch began): nothing to wait for; what is queued stays journaled.
+        if (queue._lanes or queue.depth) and self._tg is not None:
             self._drained = anyio.Event()  # set by the last worker to go idle
             with anyio.move_on_after(timeout_s):
                 await self._drained.wait()
