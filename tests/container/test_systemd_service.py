@@ -289,6 +289,12 @@ def test_the_watchdog_restarts_a_daemon_whose_loop_is_blocked(svc: Service) -> N
     finally:
         svc.ctr.exec("rm", "-rf", dropin, f"{STATE}/hooks/blocker")
         svc.systemctl("daemon-reload")
+        # The restarted daemon may still be blocked by the redelivered event (the journal keeps
+        # it until it finishes or is dead-lettered): end that instance, so the next test starts
+        # from a daemon without the blocker hook.
+        svc.systemctl("kill", "--signal=KILL", UNIT, check=False)
+        svc.systemctl("reset-failed", UNIT, check=False)
+        svc.systemctl("restart", UNIT, check=False)
 
 
 def test_systemctl_stop_exits_cleanly_with_the_shutdown_line(svc: Service) -> None:
