@@ -87,7 +87,9 @@ def bare_stream(events: int, handlers: int, *, timeout: bool) -> Measure:
     return measure
 
 
-def node_reference(events: int, runs: int) -> tuple[str, dict[int, list[float]]]:
+def node_reference(
+    events: int, runs: int, handler_counts: tuple[int, ...] = HANDLER_COUNTS
+) -> tuple[str, dict[int, list[float]]]:
     """Run ``reference/dispatch.mjs``; returns node's version and events/s per handler count."""
     node = shutil.which("node")
     if node is None:
@@ -99,7 +101,7 @@ def node_reference(events: int, runs: int) -> tuple[str, dict[int, list[float]]]
             "--events",
             str(events),
             "--handlers",
-            ",".join(map(str, HANDLER_COUNTS)),
+            ",".join(map(str, handler_counts)),
             "--runs",
             str(runs),
             "--warmup",

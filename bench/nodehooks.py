@@ -22,8 +22,6 @@ polls with ``message`` until the new version answers (as ``livereload`` does for
 from __future__ import annotations
 
 import gc
-import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -32,8 +30,8 @@ from time import perf_counter
 
 import anyio
 
+from bench.dispatch import node_reference
 from bench.harness import (
-    REPO,
     Figure,
     Scale,
     Section,
@@ -167,34 +165,6 @@ async def dispatch_figures(base: Path, scale: Scale) -> dict[str, list[float]]:
     return results
 
 
-def node_reference(events: int, runs: int) -> list[float]:
-    node = shutil.which("node")
-    if node is None:
-        raise RuntimeError("node is not on PATH: install node to run the reference design")
-    import json
-
-    out = subprocess.run(
-        [
-            node,
-            str(REPO / "bench" / "reference" / "dispatch.mjs"),
-            "--events",
-            str(events),
-            "--handlers",
-            "1",
-            "--runs",
-            str(runs),
-            "--warmup",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    ).stdout
-    data = json.loads(out.strip().splitlines()[-1])
-    return [float(r) for r in data["rates"]["1"]]
-
-
 def ts_reload(base: Path, count: int, gap_s: float, language: str = "ts") -> list[float]:
     """Save-to-new-code latencies of ``count`` edits of a ``handler.ts`` (or, as the baseline,
     ``handler.py``) after a warm-up edit, ``gap_s`` after each answered one."""
@@ -234,7 +204,8 @@ def run(scale: Scale) -> Section:
             dispatch_figures, Path(tmp) / "dispatch", scale, backend_options={"use_uvloop": True}
         )
         progress("nodehooks: node reference")
-        node_rates = node_reference(scale.pick(200_000, 500), scale.pick(5, 1))
+        # The same reference loop as bench/dispatch.py, with one handler.
+        node_rates = node_reference(scale.pick(200_000, 500), scale.pick(5, 1), (1,))[1][1]
         progress("nodehooks: save-to-new-code of a .ts handler, edits 1 s apart")
         reload_s = ts_reload(Path(tmp) / "reload", scale.pick(15, 2), SETTLED_S)
         progress("nodehooks: save-to-new-code of a .py handler (baseline), edits 1 s apart")
