@@ -104,9 +104,29 @@ class ControlConfig(_Model):
     closed (``idle_timeout``); time spent on hooks does not count. 0: never."""
 
 
+class RedisQueueConfig(_Model):
+    url: str = "redis://localhost:6379/0"
+    """Where the shared queue lives: ``redis://[user:password@]host:port/db``, ``rediss://``
+    (TLS) or ``unix:///path/to/redis.sock``; ``GATEWAYD_REDIS_PASSWORD`` sets the password."""
+    namespace: str = Field("gatewayd", min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    """Prefix of every key: instances with the same URL and namespace share one queue."""
+    partitions: int = Field(16, ge=1, le=1024)
+    """Streams the sessions are spread over (by a hash of the session key); the unit of
+    ownership. Every instance of a namespace must use the same count."""
+    lease_ms: int = Field(5000, ge=200)
+    """How long a partition stays owned without its owner renewing it (a dead instance's
+    partitions are taken over once this ran out)."""
+    wait_ms: int = Field(10_000, ge=0)
+    """How long producers wait for an unreachable Redis before getting ``queue_unavailable``."""
+
+
 class QueueConfig(_Model):
     capacity: int = Field(1024, ge=1)
     concurrency: int = Field(8, ge=1)
+    backend: Literal["local", "redis"] = "local"
+    """``local``: this process's journal (``journal``); ``redis``: one queue shared by every
+    instance on the same Redis (``gateway.queue.redis``)."""
+    redis: RedisQueueConfig = RedisQueueConfig()
     journal: Literal["sqlite", "memory"] = "sqlite"
     """Where accepted events are recorded until dispatched: ``<state>/journal/events.db``."""
     sync: Literal["full", "normal"] = "full"

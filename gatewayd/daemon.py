@@ -785,7 +785,7 @@ class Gateway:
     def _fail_start(self, exc: ChannelError | JournalError) -> bool:
         log.error("gateway.start_failed", error=str(exc))
         print(f"error: {exc}", file=sys.stderr, flush=True)
-        self.exit_code = EXIT_FAILED
+        self.exit_code = exc.exit_code if isinstance(exc, JournalError) else EXIT_FAILED
         self._stop_reason = "start failure"
         return False
 

@@ -10,6 +10,8 @@ Exit codes, for every command:
 * 1 (:data:`EXIT_FAILED`): the command failed (``error: ...`` on stderr), or a daemon that
   could not start or was stopped by a second signal;
 * 2: a usage error (argparse);
+* 69 (:data:`EXIT_UNAVAILABLE`, ``EX_UNAVAILABLE``): ``gatewayd run`` could not reach the
+  shared queue's server (``gateway.queue.backend: redis``) at start;
 * 78 (:data:`EXIT_CONFIG`, ``EX_CONFIG`` of sysexits.h): the config file or a ``GATEWAYD_*``
   variable is invalid; systemd's ``RestartPreventExitStatus=78`` keeps a bad config from looping;
 * 130 (:data:`EXIT_INTERRUPTED`): interrupted by Ctrl-C.
@@ -27,6 +29,7 @@ if TYPE_CHECKING:  # the config stack (pydantic) is imported only where a config
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 69
 EXIT_CONFIG = 78
 EXIT_INTERRUPTED = 130
 

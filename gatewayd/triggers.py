@@ -68,7 +68,7 @@ class TriggerQueue:
             raise ValueError("gateway.queue.capacity must be at least 1")
         self.capacity = capacity
         self.journal = journal or MemoryJournal()
-        self.journal.bind(self._deliver, self._reject, self.restore)
+        self.journal.bind(self._deliver, self._reject, self.restore, self._hand_off)
         self._durable = self.journal.durable
         self._next_id = self.journal.next_id
         self.late = 0
@@ -254,6 +254,14 @@ class TriggerQueue:
         if self._putters and self._depth < self.capacity:
             self._wake_putters(self.capacity - self._depth)
 
+    def _hand_off(self, n: int) -> None:
+        """The journal committed ``n`` appended items to a shared queue (Redis) rather than
+        delivering them here: their slots are free (the owner of their session dispatches
+        them; when that is this instance they come back through :meth:`restore`)."""
+        self._depth -= n
+        if self._putters and self._depth < self.capacity:
+            self._wake_putters(self.capacity - self._depth)
+
     def restore(self, items: Sequence[_Item]) -> None:
         """Queue items nobody posted just now (recovered at start, retried dead letters, events
         the journal does not record), above the capacity bound if need be."""
@@ -318,6 +326,7 @@ class TriggerQueue:
     def close(self) -> None:
         """Take no more events; waiting posters get :class:`QueueClosed`."""
         self._closed = True
+        self.journal.stop_delivery()
         self._wake_putters(len(self._putters))
 
     def _drop_all(self) -> int:

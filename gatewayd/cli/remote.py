@@ -171,6 +171,8 @@ def format_status(st: dict[str, Any], not_ready: list[dict[str, Any]] | None = N
             f" s), {journal.get('dead_letters', 0)} dead letters"
             + (" - DISK FULL" if journal.get("full") else "")
         )
+    elif journal.get("backend") == "redis":
+        lines.extend(_redis_lines(journal))
     elif journal:
         lines.append(f"journal:  memory, {journal.get('dead_letters', 0)} dead letters")
     lines.append(f"sessions: {st.get('sessions', 0)}")
@@ -261,3 +263,22 @@ def cli_bootstrap(args: argparse.Namespace) -> int:
     else:
         print(format_files(args.session, files))
     return 0
+
+
+def _redis_lines(journal: dict[str, Any]) -> list[str]:
+    """The Redis queue in ``gatewayd status``: the connection, then the partitions owned."""
+    down = f"UNREACHABLE for {journal.get('down_s')} s"
+    state = "connected" if journal.get("connected") else down
+    owned = journal.get("owned") or []
+    lines = [
+        f"queue on: redis {journal.get('url')} ({journal.get('namespace')}), {state}; instance "
+        f"{journal.get('instance')} of {journal.get('instances')}, owns {len(owned)} of "
+        f"{journal.get('partitions')} partitions, {journal.get('pending', 0)} pending here, "
+        f"{journal.get('dead_letters', 0)} dead letters"
+    ]
+    parts = ", ".join(
+        f"{p['partition']} (lag {p.get('lag')}, pending {p.get('pending')})" for p in owned
+    )
+    if parts:
+        lines.append(f"owned:    {parts}")
+    return lines

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from gatewayd.exits import EXIT_FAILED, EXIT_UNAVAILABLE
 from gatewayd.hooks.events import HookEvent
 
 if TYPE_CHECKING:
@@ -27,6 +28,10 @@ error from :meth:`Commit.wait`)."""
 Restore = Callable[[Sequence[Item]], None]
 """Called on the event loop with items the queue has not counted yet: recovered or retried
 events, and events that are not journaled; they go into the lanes above the capacity bound."""
+HandOff = Callable[[int], None]
+"""Called on the event loop with a count of appended items the backend committed to a shared
+queue instead of delivering them here: they leave this instance's depth (whichever instance owns
+their session dispatches them; this one too, through ``restore``)."""
 
 DeadLetter = tuple[str, str, int]
 """``(hook name, error, attempts)`` of one handler that exhausted its retries."""
@@ -36,12 +41,22 @@ class JournalError(Exception):
     """The journal could not record an event; ``code`` is the control channel's error code."""
 
     code = "journal_error"
+    exit_code = EXIT_FAILED
+    """The daemon's exit code when this stops its start."""
 
 
 class JournalFull(JournalError):
     """The disk under the journal is full: the event was not accepted (nothing was corrupted)."""
 
     code = "journal_full"
+
+
+class QueueUnavailable(JournalError):
+    """The shared queue's server (Redis) cannot be reached: at start the daemon exits 69
+    (``EX_UNAVAILABLE``); while running, an event not accepted within the wait is refused."""
+
+    code = "queue_unavailable"
+    exit_code = EXIT_UNAVAILABLE
 
 
 class Unrecordable(JournalError):
@@ -90,11 +105,23 @@ class Journal(ABC):
     durable: bool = False
     """False: ``append`` delivers at once and returns None (no commit to await)."""
 
-    def bind(self, deliver: Deliver, reject: Reject, restore: Restore) -> None:
-        """Set where committed, refused and uncounted items go; the queue calls this once."""
+    def bind(
+        self,
+        deliver: Deliver,
+        reject: Reject,
+        restore: Restore,
+        hand_off: HandOff = lambda n: None,
+    ) -> None:
+        """Set where committed, refused, uncounted and handed-off items go; the queue calls
+        this once."""
         self._deliver = deliver
         self._reject = reject
         self._restore = restore
+        self._hand_off = hand_off
+
+    def stop_delivery(self) -> None:  # noqa: B027 - a no-op unless the backend feeds the queue
+        """The queue takes no more events (a drain began): a backend that reads a shared queue
+        stops handing this instance new items; what it has handed over is drained."""
 
     @abstractmethod
     async def open(self) -> list[Item]:
@@ -145,6 +172,10 @@ def make_journal(config: Config, base: Callable[[], dict[str, Any]]) -> Journal:
     of the journal and put back on replay, so a record holds only the event's own context.
     """
     queue = config.settings.gateway.queue
+    if queue.backend == "redis":
+        from gatewayd.journal.redis_queue import RedisJournal
+
+        return RedisJournal(queue.redis, base=base, capacity=queue.capacity)
     if queue.journal == "memory":
         from gatewayd.journal.memory import MemoryJournal
 
@@ -164,10 +195,12 @@ __all__ = [
     "Commit",
     "DeadLetter",
     "Deliver",
+    "HandOff",
     "Item",
     "Journal",
     "JournalError",
     "JournalFull",
+    "QueueUnavailable",
     "Reject",
     "Restore",
     "make_journal",
