@@ -3,18 +3,22 @@
 * ``redis_server``: a :class:`~tests.redis.redis_support.RedisServer` of its own per test;
 * ``instances``: ``instances(n, **config)`` starts ``n`` gatewayd instances (each its own state
   dir with the recording hook) on that server; ``instances.add()`` starts one more; all are
-  killed and their state dirs removed at teardown.
+  killed and their state dirs removed at teardown. Every instance's hook appends its
+  dispatches to one shared file, :attr:`Instances.record` (``{id, session, n, pid}`` lines, in
+  dispatch order across instances: appends of one short line are atomic), and answers
+  ``n=<n> pid=<pid>``.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.journal.journal_support import recording_hook
 from tests.redis.redis_support import RedisServer, instance_config
 from tests.support.daemon import Daemon
 from tests.support.hooks import write_hook_dir
@@ -30,6 +34,34 @@ def redis_server() -> Iterator[RedisServer]:
         server.close()
 
 
+HOOK = """
+import json, os
+
+PATH = RECORD
+
+
+async def handler(event):
+    n = event.context.get("n")
+    line = json.dumps({"id": event.id, "session": event.session_key, "n": n, "pid": os.getpid()})
+    with open(PATH, "a") as f:
+        f.write(line + "\\n")
+    event.messages.append(f"n={n} pid={os.getpid()}")
+"""
+
+
+def read_shared(path: Path) -> list[dict[str, Any]]:
+    """The shared record's lines (a line cut short by a kill -9 is skipped)."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
 class Instances:
     """gatewayd instances sharing one Redis; see the module docstring."""
 
@@ -37,17 +69,16 @@ class Instances:
         self.server = server
         self.daemons: list[Daemon] = []
         self.config: dict[str, Any] = {}
-        self.delay_s = 0.0
+        self.record = server.dir / "record.jsonl"
 
-    def __call__(self, n: int, *, delay_s: float = 0.0, **config: Any) -> list[Daemon]:
+    def __call__(self, n: int, **config: Any) -> list[Daemon]:
         self.config = config
-        self.delay_s = delay_s
         return [self.add() for _ in range(n)]
 
     def add(self, *, start: bool = True) -> Daemon:
         state = new_state_dir()
         write_config(state, instance_config(self.server.url, **self.config))
-        hook = recording_hook(delay_s=self.delay_s)
+        hook = HOOK.replace("RECORD", repr(str(self.record)))
         write_hook_dir(state / "hooks", "recorder", events=["command:work"], handler=hook)
         daemon = Daemon(state)
         self.daemons.append(daemon)

@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.journal.journal_support import read_records
-from tests.redis.conftest import Instances
+from tests.redis.conftest import Instances, read_shared
 from tests.redis.redis_support import RedisServer, instance_config
 from tests.support.state import clean_env, new_state_dir, wait_until, write_config
 
@@ -44,7 +43,7 @@ def test_replies_order_and_status(instances: Instances, redis_server: RedisServe
                 assert sent["ok"], sent
 
     def all_in() -> list[dict[str, Any]] | None:
-        records = read_records(daemon.state)
+        records = read_shared(instances.record)
         return records if len(records) >= 901 else None
 
     records = wait_until(all_in, what="901 dispatches")
