@@ -7,6 +7,8 @@
 * :func:`env_without_node`: an environment whose ``PATH`` holds no ``node`` and whose config
   never uses the wheel's Node: the "no Node on this machine" case.
 * :func:`rss_kib`: a process's resident set from ``/proc``.
+* :func:`wheel_binary` / :func:`with_runtime`: the wheel's Node, and a running ``NodeRuntime``
+  for a test body (every worker killed afterwards).
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ import json
 import os
 import shutil
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gatewayd.hooks.node.resolve import probe, wheel_node
+import anyio
+
+from gatewayd.hooks.node import NodeBinary, NodeRuntime
+from gatewayd.hooks.node.resolve import choose, probe, wheel_node
 
 WHEEL_NODE = wheel_node()
 SYSTEM_NODE = shutil.which("node")
@@ -86,3 +91,25 @@ def node_children(pid: int) -> list[int]:
         if ppid == pid and b"worker.mjs" in cmdline:
             found.append(int(entry.name))
     return found
+
+
+def wheel_binary() -> NodeBinary:
+    """The Node the runtime picks for a TypeScript hook (the wheel's, on this machine)."""
+    binary = choose([Path("handler.ts")], None, True).binary
+    assert binary is not None and binary.runs_typescript, binary
+    return binary
+
+
+def with_runtime(body: Callable[[NodeRuntime], Awaitable[Any]]) -> Any:
+    """Run ``body(runtime)`` with a running runtime; every worker is killed afterwards."""
+    result: list[Any] = []
+
+    async def main() -> None:
+        runtime = NodeRuntime()
+        async with anyio.create_task_group() as tg:
+            await tg.start(runtime.run)
+            result.append(await body(runtime))
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    return result[0]

@@ -8,8 +8,7 @@ outcome with its reason, and a hung or crashed worker is replaced.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -18,33 +17,17 @@ import pytest
 import structlog
 
 from gatewayd.hooks.events import create_hook_event
-from gatewayd.hooks.node import NodeBinary, NodeHook, NodeRuntime, choose
-from gatewayd.hooks.node.runtime import RETIRE_IDLE_S
+from gatewayd.hooks.node import NodeHook, NodeRuntime
 from gatewayd.hooks.runners import Outcome
-from tests.node.node_support import WHEEL_NODE, node_version, rss_kib, write_js_hook
+from tests.node.node_support import (
+    WHEEL_NODE,
+    node_version,
+    wheel_binary,
+    with_runtime,
+    write_js_hook,
+)
 
 pytestmark = pytest.mark.skipif(WHEEL_NODE is None, reason="needs the gatewayd[node] extra")
-
-
-def wheel_binary() -> NodeBinary:
-    binary = choose([Path("handler.ts")], None, True).binary
-    assert binary is not None and binary.runs_typescript, binary
-    return binary
-
-
-def with_runtime(body: Callable[[NodeRuntime], Awaitable[Any]]) -> Any:
-    """Run ``body(runtime)`` with a running runtime; every worker is killed afterwards."""
-    result: list[Any] = []
-
-    async def main() -> None:
-        runtime = NodeRuntime()
-        async with anyio.create_task_group() as tg:
-            await tg.start(runtime.run)
-            result.append(await body(runtime))
-            tg.cancel_scope.cancel()
-
-    anyio.run(main)
-    return result[0]
 
 
 async def load_one(runtime: NodeRuntime, hook: NodeHook) -> dict[NodeHook, str]:
@@ -379,45 +362,6 @@ def test_console_output_is_logged_with_the_hook_name(tmp_path: Path) -> None:
         "text": "seen s9",
         "log_level": "info",
     } in logs
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(1800)
-def test_1000_reloads_keep_the_worker_rss_flat_and_leave_no_process(tmp_path: Path) -> None:
-    """Each reload is a fresh worker (so no stale module, ever); the old one must go away."""
-    hook_dir = write_js_hook(
-        tmp_path, "live", {"handler.js": "export default (e) => { e.messages.push('v0'); };"}
-    )
-    handler = hook_dir / "handler.js"
-    logging.getLogger().setLevel(logging.WARNING)
-
-    async def body(runtime: NodeRuntime) -> dict[str, Any]:
-        binary = choose([handler], None, True).binary
-        assert binary is not None
-        samples: dict[int, int] = {}
-        max_workers = 0
-        for n in range(1, 1001):
-            handler.write_text(f"export default (e) => {{ e.messages.push('v{n}'); }};\n")
-            hook = NodeHook("live", handler)
-            generation, errors = await runtime.load(binary, [hook])
-            assert errors == {}
-            runtime.activate(generation)
-            event = create_hook_event("command", "x", "s")
-            assert await hook.run(event, 30) is Outcome.OK
-            assert event.messages == [f"v{n}"]  # the new code, never a cached module
-            max_workers = max(max_workers, len(runtime.workers))
-            if n in (50, 1000):
-                assert generation.worker is not None and generation.worker.pid is not None
-                samples[n] = rss_kib(generation.worker.pid)
-        await anyio.sleep(RETIRE_IDLE_S + 3)  # replaced workers stop after a quiet second
-        return {"samples": samples, "max_workers": max_workers, "settled": len(runtime.workers)}
-
-    result = with_runtime(body)
-    samples = result["samples"]
-    assert samples[1000] - samples[50] < 8 * 1024, samples  # KiB: noise, not growth
-    # Current, spare, and at most two replaced ones still stopping: bounded, never piling up.
-    assert result["max_workers"] <= 4, result
-    assert result["settled"] == 2, result  # once idle: the current worker and the spare
 
 
 def test_typescript_needs_a_node_that_strips_types() -> None:

@@ -1,11 +1,18 @@
-"""The Node runtime: generations of JS/TS hooks, each in its own worker, kept alive and replaced.
+"""The Node runtime: generations of JS/TS hooks, the workers that run them, kept alive and replaced.
 
-A *generation* is the set of JS/TS hooks of one load, imported by one fresh worker process (so a
-reload never sees a stale module, and a replaced generation's memory goes with its process).
-:meth:`NodeRuntime.load` imports a set of hooks into a new generation, taking the *spare*: a
-worker started ahead of time (its Node started and its type stripper warmed), so that a reload
-costs the imports only. :meth:`NodeRuntime.activate` makes a generation current, retires the
-previous one (its worker is stopped once no call is in flight) and starts the next spare.
+A *generation* is the set of JS/TS hooks of one load, each imported with a module graph of its
+own (never a module of an earlier load). :meth:`NodeRuntime.load` imports a set of hooks into a
+new generation. It goes into the worker of the current generation when that worker can reload
+in place (``worker.mjs``: a tagged module graph per generation, Node 22.15+), so a reload costs
+the hooks' own imports and nothing else; into a fresh worker otherwise: on an older Node, when a
+file the worker loaded from ``node_modules`` changed on disk, or when the worker is due to be
+*recycled* (ESM modules are never unloaded, so a worker is replaced after
+:data:`RECYCLE_GENERATIONS` generations or :data:`RECYCLE_GROWTH_BYTES` of growth, which keeps
+its memory bounded however often hooks are edited). A fresh worker is the *spare* when one is
+ready: started ahead of time, its Node started and its type stripper warmed.
+:meth:`NodeRuntime.activate` makes a generation current and retires the previous one: once none
+of its calls is in flight, its handlers are dropped from a worker that stays in use, or its
+worker is stopped.
 
 Failures: a call answered with an error is that hook's error. A call that outlives its timeout is
 a timeout, and the worker is then pinged; one that does not answer within
@@ -17,6 +24,7 @@ each with the reason; the generation then starts a new worker and loads the same
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
@@ -48,6 +56,10 @@ RETIRE_IDLE_S: Final = 1.0
 """A replaced generation's worker stops after this long without calls (or at the next reload)."""
 RETIRE_MAX_S: Final = 120.0
 RESTART_BACKOFF_S: Final = (0.0, 0.1, 0.5, 2.0, 5.0)
+RECYCLE_GENERATIONS: Final = 100
+"""A worker that reloads in place is replaced by a fresh one after this many generations..."""
+RECYCLE_GROWTH_BYTES: Final = 64 << 20
+"""...or once its resident set has grown this much since its first generation."""
 
 
 @dataclass(eq=False)
@@ -158,7 +170,10 @@ class Generation:
         self.runtime = runtime
         self.binary = binary
         self.hooks = list(hooks)
+        self.tag = str(runtime._sequence)
+        """In the URL of each of its modules (``worker.mjs``): its module graph is its own."""
         self.typescript = any(h.file.suffix in TS_SUFFIXES for h in hooks)
+        self.in_flight = 0
         self.worker: NodeWorker | None = None
         self.ready = anyio.Event()
         self.retired = False
@@ -170,7 +185,13 @@ class Generation:
         """Load every hook into ``worker`` at once; returns hook -> error for the failures."""
         futures = []
         for hook in self.hooks:
-            spec = {"id": hook.id, "name": hook.name, "file": str(hook.file), "export": hook.export}
+            spec = {
+                "id": hook.id,
+                "name": hook.name,
+                "file": str(hook.file),
+                "export": hook.export,
+                "tag": self.tag,
+            }
             futures.append((hook, worker.request({"op": "load", "hook": spec})))
         errors: dict[NodeHook, str] = {}
         with anyio.move_on_after(LOAD_TIMEOUT_S):
@@ -182,6 +203,8 @@ class Generation:
                     continue
                 if not reply.get("ok"):
                     errors[hook] = f"{hook.file}: import failed: {reply.get('error')}"
+                elif isinstance(rss := reply.get("rss"), int):
+                    worker.rss = rss
         stuck = [hook for hook, future in futures if not future.done()]
         for _, future in futures:
             if not future.done():
@@ -196,13 +219,55 @@ class Generation:
                     f"{hook.file}: import did not finish within {LOAD_TIMEOUT_S:g} s "
                     "(top-level code that never settles?)"
                 )
+        worker.generations += 1
+        if worker.generations == 1:
+            worker.first_rss = worker.rss
         return errors
 
     async def call(self, hook: NodeHook, event: HookEvent, timeout_s: float) -> Outcome:
-        worker: NodeWorker | None = None
-        future: asyncio.Future[dict[str, Any]] | None = None
-        reply: dict[str, Any] | None = None
-        with anyio.move_on_after(timeout_s) as scope:
+        """Run ``hook`` on ``event`` in this generation's worker within ``timeout_s``.
+
+        The usual case (a live worker) costs one timer, not a cancel scope: the reply future
+        fails with :class:`_Expired` when the time is up.
+        """
+        assert hook.handler is not None
+        loop = asyncio.get_running_loop()
+        left = timeout_s
+        worker = self.worker
+        if worker is None or not worker.alive or not self.ready.is_set():
+            deadline = loop.time() + timeout_s
+            found = await self._wait_for_worker(timeout_s)
+            if found is None:
+                return report_timeout(hook.handler, event, timeout_s)
+            if isinstance(found, str):
+                return _report_error(hook, event, found)
+            worker, left = found, max(0.0, deadline - loop.time())
+        event_json, opaque = encode_event(event)
+        self.in_flight += 1
+        timer: asyncio.TimerHandle | None = None
+        try:
+            future = worker.call(hook.id, event_json)
+            timer = loop.call_later(left, _expire, future)
+            reply = await future
+        except WorkerGone as exc:
+            return _report_error(hook, event, str(exc))
+        except _Expired:
+            worker.forget(future)
+            self.runtime.check_hung(self, worker, hook, timeout_s)
+            return report_timeout(hook.handler, event, timeout_s)
+        finally:
+            self.in_flight -= 1
+            if timer is not None:
+                timer.cancel()
+        if not reply.get("ok"):
+            return _report_error(hook, event, str(reply.get("error")))
+        apply_reply(event, reply, opaque, hook.name)
+        return Outcome.OK
+
+    async def _wait_for_worker(self, timeout_s: float) -> NodeWorker | str | None:
+        """A live worker once there is one (its replacement, after a crash); the reason when
+        there will be none; None when ``timeout_s`` ran out first."""
+        with anyio.move_on_after(timeout_s):
             if not self.ready.is_set():
                 await self.ready.wait()
             worker = self.worker
@@ -214,23 +279,24 @@ class Generation:
                 worker = self.worker
             if worker is None or not worker.alive:
                 reason = worker.exit_reason if worker is not None else None
-                return _report_error(hook, event, reason or "no node worker is running its hooks")
-            event_json, opaque = encode_event(event)
-            try:
-                future = worker.call(hook.id, event_json)
-                reply = await future
-            except WorkerGone as exc:
-                return _report_error(hook, event, str(exc))
-        if scope.cancelled_caught or reply is None:
-            if worker is not None and future is not None:
-                worker.forget(future)
-                self.runtime.check_hung(self, worker, hook, timeout_s)
-            assert hook.handler is not None
-            return report_timeout(hook.handler, event, timeout_s)
-        if not reply.get("ok"):
-            return _report_error(hook, event, str(reply.get("error")))
-        apply_reply(event, reply, opaque, hook.name)
-        return Outcome.OK
+                return reason or "no node worker is running its hooks"
+            return worker
+        return None
+
+
+class _Expired(Exception):
+    """A call's time ran out (set on its reply future by the call's timer)."""
+
+
+def _expire(future: asyncio.Future[dict[str, Any]]) -> None:
+    if not future.done():
+        future.set_exception(_Expired())
+
+
+def _due(worker: NodeWorker) -> bool:
+    """Whether ``worker`` has loaded enough generations in place to be replaced."""
+    grown = worker.rss - worker.first_rss
+    return worker.generations >= RECYCLE_GENERATIONS or grown > RECYCLE_GROWTH_BYTES
 
 
 @dataclass
@@ -268,7 +334,7 @@ class NodeRuntime:
         found = [g.worker for g in (self.current, *self._retiring) if g is not None and g.worker]
         if self._spare is not None:
             found.append(self._spare.worker)
-        return [w for w in found if w.alive]
+        return [w for w in dict.fromkeys(found) if w.alive]
 
     def _on_log(self, hook: str | None, level: str, text: str) -> None:
         method = {
@@ -308,6 +374,26 @@ class NodeRuntime:
         await self._tg.start(self._serve, worker)
         return worker
 
+    async def _reusable(self, binary: NodeBinary, typescript: bool) -> NodeWorker | None:
+        """The current generation's worker, when the next generation can load into it."""
+        worker = self.current.worker if self.current is not None else None
+        if worker is None or not worker.alive or not worker.inplace or _due(worker):
+            return None
+        if worker.binary != binary or worker.typescript < typescript:
+            return None
+        try:
+            future = worker.request({"op": "begin"})
+            with anyio.move_on_after(LOAD_TIMEOUT_S):
+                reply = await future
+                if stale := reply.get("stale"):
+                    log.info("node.fresh_worker", reason=f"{stale[0]} changed since it was loaded")
+                    return None
+                return worker
+            worker.forget(future)  # busy beyond reason: a fresh worker it is
+        except WorkerGone:
+            pass
+        return None
+
     def _start_spare(self, binary: NodeBinary, typescript: bool) -> None:
         if self._tg is None or self._spare is not None:
             return
@@ -339,10 +425,13 @@ class NodeRuntime:
         for index, hook in enumerate(hooks):
             hook.id = f"{self._sequence}.{index}"
         generation = Generation(self, binary, hooks)
-        try:
-            worker = await self._start_worker(binary, generation.typescript)
-        except WorkerGone as exc:
-            return generation, {hook: str(exc) for hook in generation.hooks}
+        worker = await self._reusable(binary, generation.typescript)
+        fresh = worker is None
+        if worker is None:
+            try:
+                worker = await self._start_worker(binary, generation.typescript)
+            except WorkerGone as exc:
+                return generation, {hook: str(exc) for hook in generation.hooks}
         errors = await generation.import_into(worker)
         if not worker.alive:  # a module's top level killed it: the others need a new one
             return generation, {
@@ -350,12 +439,14 @@ class NodeRuntime:
             }
         generation.hooks = [h for h in generation.hooks if h not in errors]
         if not generation.hooks:  # nothing to run: no worker to keep
-            await worker.stop()
+            if fresh:
+                await worker.stop()
             return generation, errors
         for hook in generation.hooks:
             hook.generation = generation
         generation.worker = worker
-        self._owner[worker] = generation
+        if fresh:
+            self._owner[worker] = generation
         generation.ready.set()
         return generation, errors
 
@@ -364,6 +455,12 @@ class NodeRuntime:
         if generation is not None and generation.worker is None:
             generation = None
         previous, self.current = self.current, generation
+        if generation is not None and generation.worker is not None:
+            # A worker answers for (restarts with, is stopped with) its newest generation.
+            if generation.worker.alive:
+                self._owner[generation.worker] = generation
+            elif generation.ready.is_set():  # it died since the load, and nobody restarts it
+                self._worker_gone(generation, generation.worker)
         if previous is not None and previous is not generation:
             for older in self._retiring:
                 older.superseded = True
@@ -372,17 +469,21 @@ class NodeRuntime:
             if self._tg is not None:
                 self._tg.start_soon(self._retire, previous)
         if generation is not None:
-            self._start_spare(generation.binary, generation.typescript)
+            worker = generation.worker
+            if worker is None or not worker.inplace or _due(worker):
+                self._start_spare(generation.binary, generation.typescript)
         elif self._spare is not None and self._tg is not None:
             spare, self._spare = self._spare, None
             self._tg.start_soon(spare.worker.stop)
 
     async def _retire(self, generation: Generation) -> None:
+        """Once idle: drop its handlers from a worker a newer generation uses, else stop it."""
         began = time.monotonic()
         idle_since: float | None = None
-        while generation.worker is not None and generation.worker.alive:
+        while (worker := generation.worker) is not None and worker.alive:
             now = time.monotonic()
-            if generation.worker.in_flight:
+            stopping = self._owner.get(worker) is generation
+            if worker.in_flight if stopping else generation.in_flight:
                 idle_since = None
             else:
                 idle_since = idle_since or now
@@ -391,8 +492,13 @@ class NodeRuntime:
             if now - began >= RETIRE_MAX_S:
                 break
             await anyio.sleep(0.02)
-        if generation.worker is not None:
-            await generation.worker.stop()
+        worker = generation.worker
+        if worker is not None and self._owner.get(worker) is generation:
+            await worker.stop()
+        elif worker is not None and worker.alive:
+            ids = [hook.id for hook in generation.hooks]
+            with contextlib.suppress(WorkerGone):
+                worker.request({"op": "drop", "hooks": ids})
         self._retiring.remove(generation)
 
     # -- failures ---------------------------------------------------------------------------

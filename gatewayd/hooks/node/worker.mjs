@@ -7,17 +7,31 @@
 //   -> {id, ok: true, export} | {id, ok: false, error}
 //   <- {op: "call", id, hook, event: {type, action, sessionKey, timestamp, messages, context}}
 //   -> {id, ok: true, messages, changed, removed, result} | {id, ok: false, error}
+//   <- {op: "begin", id}                     -> {id, ok: true, stale, rss}
+//   <- {op: "drop", id, hooks: [hook id]}    -> {id, ok: true}
 //   <- {op: "ping", id}                      -> {id, pong: true}
 //   -> {op: "log", hook, level, text}        (console output of a hook, unsolicited)
+//   -> {op: "ready", node, pid, inplace}     (once, when the worker can take requests)
 //
 // The handler gets OpenClaw's InternalHookEvent: {type, action, sessionKey, context, timestamp
 // (a Date), messages}. After it returns, the whole `messages` array and every top-level context
 // key whose JSON changed (or that was added or deleted) go back to the daemon, with what the
 // handler returned (`result`: an object of result fields, or null).
 //
-// One generation per process: a reload starts a new worker, so no module of the old one stays.
+// Reloading in place (`inplace` in the ready frame: Node's module.registerHooks, 22.15+/23.5+):
+// every load of a generation imports its handlers with the generation's `tag` in the URL
+// (`handler.ts?gatewayd-load=7`), and the resolve hook below gives every file the handler's graph
+// reaches outside a node_modules directory the same tag, so each generation gets a module graph
+// of its own, read from disk, relative imports included (ESM modules cannot be unloaded, so the
+// daemon replaces a worker that has piled up too many: see runtime.py). `begin`, sent before a
+// generation's loads, empties require()'s cache of everything outside node_modules (CommonJS
+// is cached by path, not by URL), and reports `stale`: the node_modules files loaded so far that
+// changed on disk since, which only a fresh worker can load anew. `drop` forgets a replaced
+// generation's handlers. Without registerHooks the daemon starts a fresh worker per generation.
 
 import net from "node:net";
+import module from "node:module";
+import { statSync } from "node:fs";
 import { AsyncLocalStorage } from "node:async_hooks";
 import { format } from "node:util";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -28,10 +42,62 @@ const fd = Number(process.argv[process.argv.indexOf("--fd") + 1]);
 const channel = new net.Socket({ fd, readable: true, writable: true });
 
 function send(message) {
-  const body = Buffer.from(JSON.stringify(message), "utf8");
-  const head = Buffer.allocUnsafe(4);
-  head.writeUInt32BE(body.length, 0);
-  channel.write(Buffer.concat([head, body]));
+  const text = JSON.stringify(message);
+  const frame = Buffer.allocUnsafe(4 + Buffer.byteLength(text, "utf8"));
+  frame.writeUInt32BE(frame.length - 4, 0);
+  frame.write(text, 4, "utf8");
+  channel.write(frame);
+}
+
+// -- a fresh module graph per generation (see the header) ----------------------------------------
+
+const TAG = "gatewayd-load";
+const TAGGED = /[?&]gatewayd-load=([^&#]+)/;
+const IN_NODE_MODULES = /[\\/]node_modules[\\/]/;
+const stamps = new Map(); // node_modules file path -> "mtime size" when first loaded
+const inplace = typeof module.registerHooks === "function";
+
+function stampOf(path) {
+  try {
+    const st = statSync(path);
+    return `${st.mtimeMs} ${st.size}`;
+  } catch {
+    return "gone";
+  }
+}
+
+function withTag(url, tag) {
+  return `${url}${url.includes("?") ? "&" : "?"}${TAG}=${tag}`;
+}
+
+if (inplace) {
+  module.registerHooks({
+    resolve(specifier, context, nextResolve) {
+      const resolved = nextResolve(specifier, context);
+      const url = resolved.url;
+      if (!url.startsWith("file:")) return resolved;
+      if (IN_NODE_MODULES.test(url)) {
+        const path = fileURLToPath(url.replace(/[?#].*$/, ""));
+        if (!stamps.has(path)) stamps.set(path, stampOf(path));
+        return resolved;
+      }
+      // require() caches by path whatever the URL says: `begin` handles CommonJS.
+      const parent = context.parentURL === undefined ? null : TAGGED.exec(context.parentURL);
+      if (parent === null || TAGGED.test(url) || context.conditions.includes("require")) return resolved;
+      return { ...resolved, url: withTag(url, parent[1]) };
+    },
+  });
+}
+
+function begin(message) {
+  const cache = module.createRequire(import.meta.url).cache;
+  for (const path of Object.keys(cache)) {
+    if (!IN_NODE_MODULES.test(path)) delete cache[path];
+    else if (!stamps.has(path)) stamps.set(path, stampOf(path));
+  }
+  const stale = [];
+  for (const [path, stamp] of stamps) if (stampOf(path) !== stamp) stale.push(path);
+  return { id: message.id, ok: true, stale, rss: process.memoryUsage.rss() };
 }
 
 function describe(err) {
@@ -91,7 +157,8 @@ function exportNames(mod) {
 }
 
 async function load(hook) {
-  const mod = await current.run(hook.name, () => import(pathToFileURL(hook.file).href));
+  const url = withTag(pathToFileURL(hook.file).href, hook.tag);
+  const mod = await current.run(hook.name, () => import(url));
   const [fn, name] = pickExport(mod, hook.export);
   handlers.set(hook.id, { name: hook.name, fn });
   return name;
@@ -140,15 +207,20 @@ async function call(message) {
 
 async function handle(message) {
   switch (message.op) {
-    case "call":
-      send(await call(message));
-      break;
     case "load":
       try {
-        send({ id: message.id, ok: true, export: await load(message.hook) });
+        const name = await load(message.hook);
+        send({ id: message.id, ok: true, export: name, rss: process.memoryUsage.rss() });
       } catch (err) {
         send({ id: message.id, ok: false, error: describe(err) });
       }
+      break;
+    case "begin":
+      send(begin(message));
+      break;
+    case "drop":
+      for (const id of message.hooks) handlers.delete(id);
+      send({ id: message.id, ok: true });
       break;
     case "ping":
       send({ id: message.id, pong: true });
@@ -166,11 +238,13 @@ channel.on("data", (chunk) => {
     if (pending.length < 4 + size) break;
     const message = JSON.parse(pending.subarray(4, 4 + size).toString("utf8"));
     pending = pending.subarray(4 + size);
-    handle(message).catch((err) => send({ id: message.id, ok: false, error: describe(err) }));
+    const failed = (err) => send({ id: message.id, ok: false, error: describe(err) });
+    if (message.op === "call") call(message).then(send, failed); // the hot path: no detour
+    else handle(message).catch(failed);
   }
 });
 // The daemon closed its end (it stopped or retired this generation): nothing left to do.
 channel.on("end", () => process.exit(0));
 channel.on("error", () => process.exit(0));
 if (process.argv.includes("--warm-typescript")) await import("./warm.ts");
-send({ op: "ready", node: process.version, pid: process.pid });
+send({ op: "ready", node: process.version, pid: process.pid, inplace });

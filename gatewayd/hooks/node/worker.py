@@ -66,7 +66,7 @@ class _Channel(asyncio.Protocol):
             (size,) = _HEAD.unpack_from(buffer, offset)
             if len(buffer) - offset - 4 < size:
                 break
-            message = json.loads(bytes(buffer[offset + 4 : offset + 4 + size]))
+            message = json.loads(buffer[offset + 4 : offset + 4 + size].decode())
             offset += 4 + size
             self.worker._received(message)
         if offset:
@@ -87,6 +87,13 @@ class NodeWorker:
         self.pid: int | None = None
         self.started_at = time.monotonic()
         self.node_version: str | None = None
+        self.inplace = False
+        """Whether it can load a later generation itself (``worker.mjs``: Node's registerHooks)."""
+        self.generations = 0
+        """How many generations were loaded into it (see ``runtime.RECYCLE_GENERATIONS``)."""
+        self.rss = 0
+        """Its resident set in bytes as of its last load, and after its first one."""
+        self.first_rss = 0
         self.exit_reason: str | None = None
         """Why the worker is gone, once it is."""
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
@@ -159,6 +166,7 @@ class NodeWorker:
             await process.wait()
             raise WorkerGone(self._kill_reason or "the node worker did not start")
         self.node_version = str(ready.get("node"))
+        self.inplace = bool(ready.get("inplace"))
         task_status.started()
         await process.wait()
 
@@ -252,8 +260,20 @@ class NodeWorker:
         return future
 
     def call(self, hook_id: str, event_json: str) -> asyncio.Future[dict[str, Any]]:
-        """Run hook ``hook_id`` on an event already in its wire form (JSON text)."""
-        return self.request({"op": "call", "hook": hook_id}, event_json)
+        """Run hook ``hook_id`` (the runtime's, digits and dots) on an event already in its
+        wire form (JSON text): :meth:`request` with the frame written out directly."""
+        if not self.alive:
+            raise WorkerGone(self.exit_reason or "the node worker is not running")
+        assert self._channel is not None and self._channel.transport is not None
+        self._next_id += 1
+        request_id = self._next_id
+        body = f'{{"op":"call","hook":"{hook_id}","id":{request_id},"event":{event_json}}}'.encode()
+        if len(body) > MAX_FRAME:
+            raise ValueError(f"event too large for the node worker ({len(body)} bytes)")
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        self._channel.transport.write(_HEAD.pack(len(body)) + body)
+        return future
 
     def forget(self, future: asyncio.Future[dict[str, Any]]) -> None:
         """Drop a request nobody waits for any more (its reply, if any, is ignored)."""
