@@ -126,7 +126,7 @@ def test_js_and_ts_hooks_reply_and_edit_bootstrap_files(
     assert {"name": "EXTRA.md", "path": "/ws/EXTRA.md", "content": "from ts", "missing": False} in (
         files
     )
-    # A reload starts a fresh worker with the same hooks.
+    # A reload loads the same hooks again (a module graph of its own, in the running worker).
     with daemon.control() as ctl:
         assert ctl.ok("reload")["result"]["registered"] >= 6
     assert send(daemon, "/hello") == hello
@@ -266,3 +266,33 @@ def test_hooks_check_tries_each_js_import(state_dir: Path) -> None:
     assert by_name["broken"]["status"] == "failed"
     assert "SyntaxError" in by_name["broken"]["reasons"][0]
     assert [line.split(":")[0] for line in report["summary"]["failed"]] == ["broken"]
+
+
+@needs_wheel
+def test_a_js_hook_reads_its_own_entry_from_cfg_as_openclaw_hooks_do(
+    state_dir: Path, start_daemon: StartDaemon
+) -> None:
+    write_js_hook(
+        state_dir / "hooks",
+        "a-cfg",
+        {
+            "handler.ts": """
+                export default async (event: any) => {
+                  const own = event.context.cfg?.hooks?.internal?.entries?.["a-cfg"];
+                  const other = event.context.cfg?.hooks?.entries?.["b-cfg"];
+                  event.messages.push(`${own?.flavor} ${JSON.stringify(other)}`);
+                  event.context.cfg = "a handler's cfg is never taken back";
+                };
+            """
+        },
+    )
+    write_js_hook(
+        state_dir / "hooks",
+        "b-cfg",
+        {"handler.js": "export default (e) => { e.messages.push(typeof e.context.cfg); };"},
+    )
+    entries = {"a-cfg": {"flavor": "mint"}, "b-cfg": {"secret": "s3", "timeoutMs": 9000}}
+    daemon = start_daemon(config={"hooks": {"entries": entries}})
+    # Its own settings whole; another hook's cut to enabled/timeoutMs; each call its own view.
+    assert send(daemon, "/hello") == ['mint {"enabled":true,"timeoutMs":9000}', "object"]
+    assert send(daemon, "/hello") == ['mint {"enabled":true,"timeoutMs":9000}', "object"]

@@ -76,6 +76,19 @@ class NodeHook:
     generation: Generation | None = None
     """Set by :meth:`NodeRuntime.load` when the import succeeded."""
     id: str = ""
+    _cfg: object = field(default=None, repr=False)
+    _cfg_json: str | None = field(default=None, repr=False)
+
+    def cfg_json(self, cfg: object) -> str | None:
+        """``cfg`` (this hook's view of the config, the same object event after event until a
+        reload) as JSON, encoded once; None when it is not JSON."""
+        if cfg is not self._cfg:
+            try:
+                self._cfg_json = json.dumps(cfg)
+            except (TypeError, ValueError):
+                self._cfg_json = None
+            self._cfg = cfg
+        return self._cfg_json
 
     def __post_init__(self) -> None:
         self.hook_key = self.hook_key or self.name
@@ -112,17 +125,20 @@ def _report_error(hook: NodeHook, event: HookEvent, error: str) -> Outcome:
     return Outcome.ERROR
 
 
-def encode_event(event: HookEvent) -> tuple[str, frozenset[str]]:
+def encode_event(event: HookEvent, *, without_cfg: bool = False) -> tuple[str, frozenset[str]]:
     """The event's wire JSON and the context keys that are not JSON (sent as ``[TypeName]``
-    placeholders and never merged back)."""
+    placeholders and never merged back); ``without_cfg``: leave ``context.cfg`` out (it is
+    sent apart, see :meth:`NodeHook.cfg_json`)."""
     wire = event.to_json()
+    if without_cfg:
+        wire["context"] = {k: v for k, v in event.context.items() if k != "cfg"}
     try:
         return json.dumps(wire), frozenset()
     except (TypeError, ValueError):
         pass
     context: dict[str, Any] = {}
     opaque: set[str] = set()
-    for key, value in event.context.items():
+    for key, value in wire["context"].items():
         try:
             json.dumps(value)
             context[key] = value
@@ -242,11 +258,13 @@ class Generation:
             if isinstance(found, str):
                 return _report_error(hook, event, found)
             worker, left = found, max(0.0, deadline - loop.time())
-        event_json, opaque = encode_event(event)
+        cfg = event.context.get("cfg")
+        cfg_json = None if cfg is None else hook.cfg_json(cfg)
+        event_json, opaque = encode_event(event, without_cfg=cfg_json is not None)
         self.in_flight += 1
         timer: asyncio.TimerHandle | None = None
         try:
-            future = worker.call(hook.id, event_json)
+            future = worker.call(hook.id, event_json, cfg_json)
             timer = loop.call_later(left, _expire, future)
             reply = await future
         except WorkerGone as exc:

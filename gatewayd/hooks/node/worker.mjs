@@ -5,7 +5,7 @@
 //
 //   <- {op: "load", id, hook: {id, name, file, export}}
 //   -> {id, ok: true, export} | {id, ok: false, error}
-//   <- {op: "call", id, hook, event: {type, action, sessionKey, timestamp, messages, context}}
+//   <- {op: "call", id, hook, cfg?, event: {type, action, sessionKey, timestamp, messages, context}}
 //   -> {id, ok: true, messages, changed, removed, result} | {id, ok: false, error}
 //   <- {op: "begin", id}                     -> {id, ok: true, stale, rss}
 //   <- {op: "drop", id, hooks: [hook id]}    -> {id, ok: true}
@@ -16,7 +16,9 @@
 // The handler gets OpenClaw's InternalHookEvent: {type, action, sessionKey, context, timestamp
 // (a Date), messages}. After it returns, the whole `messages` array and every top-level context
 // key whose JSON changed (or that was added or deleted) go back to the daemon, with what the
-// handler returned (`result`: an object of result fields, or null).
+// handler returned (`result`: an object of result fields, or null). `cfg` (the hook's view of the
+// config, the same JSON call after call) travels beside the event and becomes `context.cfg`; it is
+// not compared nor sent back, since the daemon never takes a handler's cfg.
 //
 // Reloading in place (`inplace` in the ready frame: Node's module.registerHooks, 22.15+/23.5+):
 // every load of a generation imports its handlers with the generation's `tag` in the URL
@@ -184,6 +186,8 @@ async function call(message) {
     messages: Array.isArray(wire.messages) ? wire.messages : [],
   };
   const before = snapshot(context);
+  const cfgApart = message.cfg !== undefined;
+  if (cfgApart) context.cfg = message.cfg;
   let value;
   try {
     value = await current.run(handler.name, () => handler.fn(event));
@@ -193,6 +197,7 @@ async function call(message) {
   const after = event.context !== null && typeof event.context === "object" ? event.context : {};
   const changed = {};
   for (const key of Object.keys(after)) {
+    if (cfgApart && key === "cfg") continue;
     const text = JSON.stringify(after[key]);
     if (text !== before.get(key)) changed[key] = text === undefined ? null : JSON.parse(text);
   }

@@ -259,15 +259,20 @@ class NodeWorker:
         self._channel.transport.write(_HEAD.pack(len(body)) + body)
         return future
 
-    def call(self, hook_id: str, event_json: str) -> asyncio.Future[dict[str, Any]]:
+    def call(
+        self, hook_id: str, event_json: str, cfg_json: str | None = None
+    ) -> asyncio.Future[dict[str, Any]]:
         """Run hook ``hook_id`` (the runtime's, digits and dots) on an event already in its
-        wire form (JSON text): :meth:`request` with the frame written out directly."""
+        wire form (JSON text), with its context's ``cfg`` as JSON text apart when given:
+        :meth:`request` with the frame written out directly."""
         if not self.alive:
             raise WorkerGone(self.exit_reason or "the node worker is not running")
         assert self._channel is not None and self._channel.transport is not None
         self._next_id += 1
         request_id = self._next_id
-        body = f'{{"op":"call","hook":"{hook_id}","id":{request_id},"event":{event_json}}}'.encode()
+        cfg = "" if cfg_json is None else f',"cfg":{cfg_json}'
+        text = f'{{"op":"call","hook":"{hook_id}","id":{request_id}{cfg},"event":{event_json}}}'
+        body = text.encode()
         if len(body) > MAX_FRAME:
             raise ValueError(f"event too large for the node worker ({len(body)} bytes)")
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
