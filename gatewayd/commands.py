@@ -161,7 +161,7 @@ class CommandRouter:
         is empty and says why) or rewrite its text (what the command parser, the later events
         and the transcript see).
         """
-        submit = self._submitter(msg.trace)
+        submit = self._submitter(msg.trace, follows=False)
         async with self._session_lock(msg.session_key):
             received = await submit(self._received_event(msg))
             tickets: list[Ticket] = [received]
@@ -283,7 +283,7 @@ class CommandRouter:
             await self.sessions.append(entry, [message("assistant", text) for text in delivered])
         for sent in sent_events:
             try:
-                await self.queue.post(sent)
+                await self.queue.post(sent, follows=True)
             except QueueClosed:
                 break
         return delivered
@@ -304,15 +304,18 @@ class CommandRouter:
             metadata={"provider": msg.channel, "surface": msg.channel, "senderId": msg.sender_id},
         )
 
-    def _submitter(self, trace: bool) -> Callable[[HookEvent], Awaitable[Ticket]]:
-        if not trace:
-            return self.queue.submit
+    def _submitter(
+        self, trace: bool, follows: bool = True
+    ) -> Callable[[HookEvent], Awaitable[Ticket]]:
+        """How this message posts: ``message:received`` is held by its session's bound
+        (``gateway.queue.perSessionMax``); the events after it follow an accepted one, and
+        are not (a message is not left half-posted)."""
 
-        async def submit_traced(event: HookEvent) -> Ticket:
-            event.trace = True
-            return await self.queue.submit(event)
+        async def submit(event: HookEvent) -> Ticket:
+            event.trace = trace
+            return await self.queue.submit(event, follows=follows)
 
-        return submit_traced
+        return submit
 
     async def _post_events(self, msg: Inbound, command: Command | None) -> list[Ticket]:
         """Everything after ``message:received``, in order."""

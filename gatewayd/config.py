@@ -122,6 +122,11 @@ class RedisQueueConfig(_Model):
 
 class QueueConfig(_Model):
     capacity: int = Field(1024, ge=1)
+    per_session_max: int = Field(256, ge=1)
+    """Events one session may hold in the queue; its producers wait beyond that (at or above
+    ``capacity``: no bound of its own)."""
+    per_session_wait_ms: int = Field(5000, ge=0)
+    """How long a producer waits for room in its full session before ``queue_full``."""
     concurrency: int = Field(8, ge=1)
     backend: Literal["local", "redis"] = "local"
     """``local``: this process's journal (``journal``); ``redis``: one queue shared by every

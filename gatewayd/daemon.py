@@ -198,7 +198,12 @@ class Gateway:
         self._log_overrides = log_overrides
         gw = config.settings.gateway
         self.journal = make_journal(config, self.event_base)
-        self.queue = TriggerQueue(gw.queue.capacity, self.journal)
+        self.queue = TriggerQueue(
+            gw.queue.capacity,
+            self.journal,
+            gw.queue.per_session_max,
+            gw.queue.per_session_wait_ms / 1000,
+        )
         self.dispatcher = Dispatcher(self.queue, self.registry, gw.queue.concurrency)
         self.sessions = SessionManager(config.paths.sessions, _transcript_limits(config))
         self.router = CommandRouter(
@@ -638,7 +643,9 @@ class Gateway:
                 keys=changed,
                 note="these settings keep their old values until gatewayd restarts",
             )
-        self.queue.resize(config.settings.gateway.queue.capacity)
+        queue = config.settings.gateway.queue
+        self.queue.resize(queue.capacity)
+        self.queue.bound_sessions(queue.per_session_max, queue.per_session_wait_ms / 1000)
         self.registry.max_abandoned_threads = config.settings.hooks.max_abandoned_threads
         self.registry.hook_threads().max_abandoned = config.settings.hooks.max_abandoned_threads
         self.sessions.limits = _transcript_limits(config)

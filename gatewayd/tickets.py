@@ -15,14 +15,35 @@ from gatewayd.hooks.registry import DispatchReport
 
 
 class QueueFull(Exception):
-    """``post_nowait()`` on a full queue."""
+    """An event was not accepted: the queue (``post_nowait()``) or its session was full.
 
-    def __init__(self, capacity: int) -> None:
+    ``session_key`` is set when the session's own bound (``gateway.queue.perSessionMax``)
+    refused it; ``code`` is the control channel's error code."""
+
+    code = "queue_full"
+
+    def __init__(
+        self, capacity: int, message: str | None = None, session_key: str | None = None
+    ) -> None:
         super().__init__(
-            f"trigger queue is full ({capacity} events waiting); retry later, post with "
+            message
+            or f"trigger queue is full ({capacity} events waiting); retry later, post with "
             "backpressure (post()), or raise gateway.queue.capacity"
         )
         self.capacity = capacity
+        self.session_key = session_key
+
+    @classmethod
+    def session(cls, session_key: str, limit: int, wait_ms: int) -> QueueFull:
+        """Session ``session_key`` held ``limit`` events and none was taken in ``wait_ms``."""
+        return cls(
+            limit,
+            f"session {session_key!r} already has {limit} events queued "
+            f"(gateway.queue.perSessionMax) and none was dispatched within {wait_ms} ms "
+            "(gateway.queue.perSessionWaitMs): this event was not accepted. Its hooks are "
+            "slower than its producers: retry later, or raise gateway.queue.perSessionMax",
+            session_key,
+        )
 
 
 class QueueClosed(Exception):

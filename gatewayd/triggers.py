@@ -1,10 +1,12 @@
-"""The trigger queue and its dispatcher: every event the gateway emits goes through here.
+"""The trigger queue: every event the gateway emits goes through here.
 
 :class:`TriggerQueue` holds accepted events in one FIFO lane per session key, bounded by
-``gateway.queue.capacity`` across all lanes. ``post()`` waits while the queue is full
-(backpressure), ``post_nowait()`` raises :class:`QueueFull`; nothing accepted is ever dropped
-except by a shutdown deadline, which is counted. ``submit()`` is ``post()`` plus a
-:class:`Ticket` to await the dispatched event and its messages.
+``gateway.queue.capacity`` across all lanes and by ``gateway.queue.perSessionMax`` per session
+(:mod:`gatewayd.lanes`: one session's backlog cannot fill the queue for the others). ``post()``
+waits while the queue is full (backpressure) and, up to ``perSessionWaitMs``, while its session
+is; ``post_nowait()`` raises :class:`QueueFull`; nothing accepted is ever dropped except by a
+shutdown deadline, which is counted. ``submit()`` is ``post()`` plus a :class:`Ticket` to await
+the dispatched event and its messages.
 
 Every event goes through the queue's :class:`~gatewayd.journal.Journal` first: ``post()`` returns
 once the journal has it (for ``sqlite``: committed to disk, see :mod:`gatewayd.journal.sqlite`)
@@ -12,48 +14,31 @@ and the journal delivers it into its lane, in post order. After its dispatch (an
 :mod:`gatewayd.retries`) the journal is told the event is done or dead-lettered. The default
 journal here is the in-memory one, for which posting costs what it always did.
 
-:class:`Dispatcher` runs ``gateway.queue.concurrency`` workers. A worker owns one session's lane
-at a time and takes up to :data:`BATCH` of its events in one step, so one session's events run
-strictly in post order while other sessions run on other workers: a slow hook delays only its own
-session. Workers step through a batch with no task, future or cancel scope per event (the
-registry adds a cancel scope only for a handler that actually suspends), and yield to the loop
-once per batch.
-
-Counters: ``depth`` (queued, not yet taken), ``peak``, ``accepted``, ``dispatched``, handler
-``errors`` and ``timeouts``, and the dispatch latency from post to the end of the dispatch,
-sampled on the first event of each batch (the one that waited longest), over the last
-:data:`LATENCY_SAMPLES` samples.
+Workers of the :class:`~gatewayd.dispatcher.Dispatcher` (re-exported here) take a session's
+events with :meth:`TriggerQueue._take`, up to :data:`BATCH` at a time, and give the lane back
+with :meth:`TriggerQueue._release`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
 from collections.abc import Sequence
 from time import perf_counter
-from typing import Any
 
 import anyio
-import anyio.lowlevel
-import structlog
-from anyio.abc import TaskStatus
 
+from gatewayd.dispatcher import Dispatcher
 from gatewayd.hooks.events import HookEvent
-from gatewayd.hooks.registry import DispatchReport, HookRegistry
+from gatewayd.hooks.registry import dispatching
 from gatewayd.journal.base import Item, Journal, check_recordable
 from gatewayd.journal.memory import MemoryJournal
-from gatewayd.retries import NO_RETRIES, RetryPolicy, settle
+from gatewayd.lanes import LaneBounds
 from gatewayd.tickets import QueueClosed, QueueFull, Ticket
 
 __all__ = ["Dispatcher", "QueueClosed", "QueueFull", "Ticket", "TriggerQueue"]
 
-log = structlog.get_logger("gatewayd.queue")
-
 BATCH = 64
 """Events a worker takes from one lane before giving other sessions a turn."""
-YIELD_EVERY_S = 0.0005
-"""A worker running handlers that never suspend yields to the loop at least this often."""
-LATENCY_SAMPLES = 1024  # a power of two: the ring index is masked, not taken modulo
 
 
 _Item = Item
@@ -63,10 +48,20 @@ _Item = Item
 class TriggerQueue:
     """Bounded, per-session FIFO lanes; see the module docstring. Use on the event loop only."""
 
-    def __init__(self, capacity: int = 1024, journal: Journal | None = None) -> None:
+    def __init__(
+        self,
+        capacity: int = 1024,
+        journal: Journal | None = None,
+        per_session_max: int = 256,
+        per_session_wait_s: float = 5.0,
+    ) -> None:
         if capacity < 1:
             raise ValueError("gateway.queue.capacity must be at least 1")
         self.capacity = capacity
+        self.bounds = LaneBounds(per_session_max, per_session_wait_s)
+        """The per-session bound: events held per session, and the posters waiting for room."""
+        self._held = self.bounds.held
+        self._lane_waiting = self.bounds.waiting
         self.journal = journal or MemoryJournal()
         self.journal.bind(self._deliver, self._reject, self.restore, self._hand_off)
         self._durable = self.journal.durable
@@ -111,23 +106,25 @@ class TriggerQueue:
 
     # -- posting ----------------------------------------------------------------------------
 
-    def post_nowait(self, event: HookEvent) -> None:
+    def post_nowait(self, event: HookEvent, *, follows: bool = False) -> None:
         """Queue ``event`` or raise :class:`QueueFull` / :class:`QueueClosed` at once."""
-        if self._closed:
-            raise QueueClosed("the gateway is shutting down and takes no new events")
-        if self._depth >= self.capacity:
-            raise QueueFull(self.capacity)
+        self._check_nowait(event.session_key, follows)
         self._accept(event, None)
 
-    def submit_nowait(self, event: HookEvent) -> Ticket:
+    def submit_nowait(self, event: HookEvent, *, follows: bool = False) -> Ticket:
         """``post_nowait()`` returning a :class:`Ticket` to await the dispatch."""
-        if self._closed:
-            raise QueueClosed("the gateway is shutting down and takes no new events")
-        if self._depth >= self.capacity:
-            raise QueueFull(self.capacity)
+        self._check_nowait(event.session_key, follows)
         ticket = Ticket(event)
         self._accept(event, ticket)
         return ticket
+
+    def _check_nowait(self, key: str, follows: bool) -> None:
+        if self._closed:
+            raise QueueClosed("the gateway is shutting down and takes no new events")
+        if not follows and self.bounds.full(key) and dispatching.get() is None:
+            self.bounds.refuse_now(key)
+        if self._depth >= self.capacity:
+            raise QueueFull(self.capacity)
 
     def _accept(self, event: HookEvent, ticket: Ticket | None) -> None:
         """Hand ``event`` to the journal without waiting for its commit (the ``_nowait`` forms:
@@ -138,6 +135,7 @@ class TriggerQueue:
             return
         check_recordable(event)
         self._depth += 1
+        self.bounds.add(event.session_key)
         self.journal.append(event, ticket, perf_counter())
 
     async def _journal(self, event: HookEvent, ticket: Ticket | None) -> None:
@@ -147,37 +145,60 @@ class TriggerQueue:
         wait twice: the several events of one message share one commit."""
         check_recordable(event)
         self._depth += 1
+        held = self._held
+        held[event.session_key] = held.get(event.session_key, 0) + 1
         commit = self.journal.append(event, ticket, perf_counter())
         if commit is not None and ticket is None:
             await commit.wait()  # JournalError: _reject() already gave the slot back
 
-    async def post(self, event: HookEvent) -> None:
-        """Queue ``event``, waiting while the queue is full. Raises :class:`QueueClosed`.
+    async def post(self, event: HookEvent, *, follows: bool = False) -> None:
+        """Queue ``event``, waiting while the queue is full and while its session is (then
+        :class:`QueueFull` after ``perSessionWaitMs``). Raises :class:`QueueClosed`.
 
-        Returns without yielding to the loop when there is room (like ``asyncio.Queue.put``).
+        ``follows``: the event is the rest of one of its session already accepted (a message's
+        later events), so the per-session bound does not hold it; neither does it hold events
+        a hook's handler causes. Returns without yielding to the loop when there is room (like
+        ``asyncio.Queue.put``).
         """
-        if self._depth >= self.capacity or self._putters or self._closed:
-            await self._wait_for_room()
+        key = event.session_key
+        held = self._held
+        count = held.get(key, 0)
+        if (
+            self._depth >= self.capacity
+            or self._putters
+            or self._closed
+            or count >= self.bounds.limit
+            or self._lane_waiting
+        ):
+            await self._admit(key, follows)
+            count = held.get(key, 0)
         if self._durable:
             await self._journal(event, None)
             return
         # _enqueue() inlined: this is the hot path of every fire-and-forget event.
         event.id = self._next_id()
         item = (event, None, perf_counter(), 0, None)
-        lane = self._lanes.get(event.session_key)
+        lane = self._lanes.get(key)
         if lane is None:
-            self._lanes[event.session_key] = deque((item,))
-            self._ready.append(event.session_key)
+            self._lanes[key] = deque((item,))
+            self._ready.append(key)
             if self._idle:
                 self._idle.popleft().set()
         else:
             lane.append(item)
         self._depth += 1
+        held[key] = count + 1
 
-    async def submit(self, event: HookEvent) -> Ticket:
+    async def submit(self, event: HookEvent, *, follows: bool = False) -> Ticket:
         """``post()`` returning a :class:`Ticket` to await the dispatch."""
-        if self._depth >= self.capacity or self._putters or self._closed:
-            await self._wait_for_room()
+        if (
+            self._depth >= self.capacity
+            or self._putters
+            or self._closed
+            or self._held.get(event.session_key, 0) >= self.bounds.limit
+            or self._lane_waiting
+        ):
+            await self._admit(event.session_key, follows)
         ticket = Ticket(event)
         if self._durable:
             await self._journal(event, ticket)
@@ -185,6 +206,24 @@ class TriggerQueue:
             event.id = self._next_id()
             self._enqueue((event, ticket, perf_counter(), 0, None))
         return ticket
+
+    async def _admit(self, key: str, follows: bool) -> None:
+        """Wait for room in ``key``'s session (unless ``follows`` or caused by a handler), then
+        in the queue, holding a place in the session meanwhile; the caller counts the event
+        without yielding."""
+        if self._closed:
+            raise QueueClosed("the gateway is shutting down and takes no new events")
+        bounds = self.bounds
+        if not follows and bounds.full(key) and dispatching.get() is None:
+            await bounds.wait(key)
+        if self._depth >= self.capacity or self._putters:
+            bounds.add(key)  # this poster's place in its session while it waits for the queue
+            try:
+                await self._wait_for_room()
+            except BaseException:
+                bounds.remove(key)
+                raise
+            bounds.unreserve(key)  # counted again, for good, by the caller
 
     async def _wait_for_room(self) -> None:
         # Waiting posters queue up FIFO; each slot a worker frees wakes one of them. A poster
@@ -225,6 +264,8 @@ class TriggerQueue:
         else:
             lane.append(item)  # the lane is already ready or owned by a worker
         self._depth += 1
+        held = self._held
+        held[key] = held.get(key, 0) + 1
 
     def _deliver(self, items: Sequence[_Item]) -> None:
         """The journal committed ``items`` (already counted in ``depth``): into their lanes."""
@@ -250,6 +291,7 @@ class TriggerQueue:
         for item in items:
             if item[1] is not None:
                 item[1]._finish(None, error)
+            self.bounds.remove(item[0].session_key)
         self._depth -= len(items)
         if self._putters and self._depth < self.capacity:
             self._wake_putters(self.capacity - self._depth)
@@ -323,11 +365,17 @@ class TriggerQueue:
         if self._putters and self._depth < capacity:
             self._wake_putters(capacity - self._depth)
 
+    def bound_sessions(self, per_session_max: int, wait_s: float) -> None:
+        """Change the per-session bound (a reload of ``gateway.queue.perSessionMax`` or
+        ``perSessionWaitMs``); waiting posters that now fit are woken."""
+        self.bounds.configure(per_session_max, wait_s)
+
     def close(self) -> None:
         """Take no more events; waiting posters get :class:`QueueClosed`."""
         self._closed = True
         self.journal.stop_delivery()
         self._wake_putters(len(self._putters))
+        self.bounds.close()
 
     def _drop_all(self) -> int:
         """Remove every queued event (shutdown deadline); their tickets raise. Returns the count.
@@ -335,6 +383,7 @@ class TriggerQueue:
         Events still on their way into the journal are counted as they arrive (:attr:`late`)."""
         self._sealed = True
         self._peak = max(self._peak, self._depth)
+        self.bounds.clear()
         left = sum(len(lane) for lane in self._lanes.values())
         self._taken += left
         self._depth -= left
@@ -346,223 +395,3 @@ class TriggerQueue:
             left += len(lane)
             lane.clear()
         return left
-
-
-class Dispatcher:
-    """The workers that take events off a :class:`TriggerQueue` and run the registry."""
-
-    def __init__(
-        self,
-        queue: TriggerQueue,
-        registry: HookRegistry,
-        concurrency: int = 8,
-        retry_policy: RetryPolicy = NO_RETRIES,
-    ) -> None:
-        if concurrency < 1:
-            raise ValueError("gateway.queue.concurrency must be at least 1")
-        self.queue = queue
-        self.registry = registry
-        self.concurrency = concurrency
-        self.retry_policy = retry_policy
-        """Hook name -> (retries, first backoff in seconds); the gateway sets it per load."""
-        self.retried = 0
-        self.dead_lettered = 0
-        self.dispatched = 0
-        self.errors = 0
-        self.timeouts = 0
-        self.left = 0
-        """Events accepted but not dispatched because the drain deadline passed."""
-        self._latency = [0.0] * LATENCY_SAMPLES
-        self._latency_n = 0
-        self._latency_max = 0.0
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._drained: anyio.Event | None = None
-        self._stopped: anyio.Event | None = None
-
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Run the workers until :meth:`drain` (or cancellation) stops them."""
-        self._stopped = stopped = anyio.Event()
-        try:
-            async with anyio.create_task_group() as tg:
-                self._tg = tg
-                for _ in range(self.concurrency):
-                    tg.start_soon(self._worker)
-                task_status.started()
-        finally:
-            stopped.set()
-
-    async def _worker(self) -> None:
-        queue = self.queue
-        take = queue._take
-        release = queue._release
-        registry = self.registry
-        dispatch = registry.dispatch
-        journal = queue.journal
-        done_mark = journal.done
-        started_mark = journal.started
-        latency = self._latency
-        mask = LATENCY_SAMPLES - 1
-        checkpoint = anyio.lowlevel.checkpoint
-        last_yield = perf_counter()
-        while True:
-            got = take()
-            if got is None:
-                if self._drained is not None and not queue._lanes and not queue.depth:
-                    self._drained.set()
-                wake = anyio.Event()
-                queue._idle.append(wake)
-                await wake.wait()
-                last_yield = perf_counter()
-                continue
-            key, batch = got
-            # Per event: the dispatch and a counter. Everything else is once per batch; the
-            # latency is sampled on the batch's first event (the one that waited longest).
-            done = errors = timeouts = 0
-            try:
-                for event, ticket, _, seq, only in batch:
-                    if seq:
-                        started_mark(seq)
-                    try:
-                        report = await dispatch(event, only)
-                    except Exception as exc:  # the registry never raises; a bug if it does
-                        log.exception("queue.dispatch_crashed", event_key=event.key, error=str(exc))
-                        report = DispatchReport(0, 1, 0)
-                    # An event with background handlers is done once those ran (its
-                    # background item carries the same seq), not after its reply path.
-                    later = (
-                        registry.background
-                        and not event.background
-                        and registry.background_plan(event.type, event.key)
-                    )
-                    if report[3]:  # handler outcomes: failures (all, if traced) -> retries
-                        report = await self._settle(event, seq, report, finish=not later)
-                    elif seq and not later:
-                        done_mark(seq)
-                    done += 1
-                    if report[1] or report[2]:
-                        errors += report[1]
-                        timeouts += report[2]
-                    if ticket is not None:
-                        ticket._finish(report)
-                    if later:
-                        self._post_background(event, ticket, seq)
-                    if done == 1:
-                        elapsed = perf_counter() - batch[0][2]
-                        latency[self._latency_n & mask] = elapsed
-                        self._latency_n += 1
-                        if elapsed > self._latency_max:
-                            self._latency_max = elapsed
-            except BaseException:
-                # Cancelled by the shutdown deadline: the rest of this batch is left, counted.
-                for _, ticket, *_ in batch[done:]:
-                    if ticket is not None:
-                        ticket._finish(None)
-                self.left += len(batch) - done
-                raise
-            finally:
-                self.dispatched += done
-                self.errors += errors
-                self.timeouts += timeouts
-            release(key)
-            now = perf_counter()
-            if now - last_yield > YIELD_EVERY_S:
-                await checkpoint()
-                last_yield = perf_counter()
-
-    async def _settle(
-        self, event: HookEvent, seq: int, report: DispatchReport, *, finish: bool = True
-    ) -> DispatchReport:
-        """Retry the failed handlers (their hooks' ``retries``); dead-letter those that never
-        succeed; tell the journal (``finish``: that the event is done, when it has no
-        background handlers still to run). Returns the report with the retries' failures."""
-        outcome = await settle(self.registry, event, report, self.retry_policy)
-        self.retried += outcome.retried
-        journal = self.queue.journal
-        if outcome.dead:
-            self.dead_lettered += 1
-            journal.dead(event, seq, outcome.dead)
-        elif seq and finish:
-            journal.done(seq)
-        return outcome.report
-
-    def _post_background(self, event: HookEvent, ticket: Ticket | None, seq: int) -> None:
-        """Queue ``event``'s background handlers in its session's lane: at once for an event
-        nobody waits on, else when its poster has sent the reply (:meth:`Ticket.release`).
-        The queue's bound is not applied: this is the rest of an event already accepted. The
-        journal's ``seq`` goes along: the event is done once these ran (a poster that never
-        releases leaves it pending, so a restart dispatches it again)."""
-        later = dataclasses.replace(event, messages=[], result=None, background=True)
-
-        def post() -> None:
-            if not self.queue.closed:
-                self.queue._enqueue((later, None, perf_counter(), seq, None))
-
-        if ticket is None or ticket._released:
-            post()
-        else:
-            ticket._background = post
-
-    def has_handlers(self, key: str) -> bool:
-        """True when an event ``type:action`` would run any handler on its reply path."""
-        return bool(self.registry.plan(key.partition(":")[0], key))
-
-    async def dispatch_now(self, event: HookEvent) -> DispatchReport:
-        """Dispatch ``event`` directly, bypassing the queue (``gateway:shutdown``); counted."""
-        if not event.id:
-            event.id = self.queue.journal.next_id()
-        report = await self.registry.dispatch(event)
-        self.dispatched += 1
-        self.errors += report.errors
-        self.timeouts += report.timeouts
-        return report
-
-    async def drain(self, timeout_s: float) -> int:
-        """Close the queue, dispatch what it holds within ``timeout_s``, then stop the workers.
-
-        Returns how many accepted events were left undispatched (also in :attr:`left`).
-        """
-        queue = self.queue
-        queue.close()
-        # depth: events still on their way through the journal. No workers (the start failed
-        # before dispatch began): nothing to wait for; what is queued stays journaled.
-        if (queue._lanes or queue.depth) and self._tg is not None:
-            self._drained = anyio.Event()  # set by the last worker to go idle
-            with anyio.move_on_after(timeout_s):
-                await self._drained.wait()
-        if self._tg is not None and self._stopped is not None:
-            self._tg.cancel_scope.cancel()
-            with anyio.move_on_after(5):
-                await self._stopped.wait()
-        self.left += queue._drop_all()
-        return self.left
-
-    def stats(self) -> dict[str, Any]:
-        """The counters for ``status``: depth, capacity, dispatched, errors, timeouts, ..."""
-        n = min(self._latency_n, LATENCY_SAMPLES)
-        samples = sorted(self._latency[:n])
-
-        def ms(seconds: float) -> float:
-            return round(seconds * 1000, 3)
-
-        latency = {
-            "samples": n,
-            "p50": ms(samples[n // 2]) if n else 0.0,
-            "p99": ms(samples[min(n - 1, (n * 99) // 100)]) if n else 0.0,
-            "max": ms(self._latency_max),
-        }
-        return {
-            "depth": self.queue.depth,
-            "capacity": self.queue.capacity,
-            "concurrency": self.concurrency,
-            "sessions": self.queue.sessions,
-            "accepted": self.queue.accepted,
-            "peak": self.queue.peak,
-            "dispatched": self.dispatched,
-            "errors": self.errors,
-            "timeouts": self.timeouts,
-            "left": self.left,
-            "retried": self.retried,
-            "dead_lettered": self.dead_lettered,
-            "latency_ms": latency,
-            "journal": self.queue.journal.stats(),
-        }

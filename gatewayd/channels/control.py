@@ -47,7 +47,7 @@ from gatewayd.channels.protocol import (
 from gatewayd.channels.socketfile import SocketFile
 from gatewayd.config import ControlConfig
 from gatewayd.journal.base import JournalError
-from gatewayd.triggers import QueueClosed
+from gatewayd.triggers import QueueClosed, QueueFull
 
 log = structlog.get_logger("gatewayd.control")
 
@@ -336,6 +336,8 @@ class ControlChannel:
             return error(exc.req_id if req_id is None else req_id, exc.code, str(exc))
         except QueueClosed as exc:
             return error(req_id, "shutting_down", str(exc))
+        except QueueFull as exc:  # the session stayed full: the event was not accepted
+            return error(req_id, exc.code, str(exc))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             raise  # before_waiting() found the client gone: end the connection
         except JournalError as exc:  # journal_full: the event was not accepted

@@ -1,0 +1,137 @@
+"""Issue 13, class 4: one session's backlog never stalls other sessions (per-lane bounds).
+
+A real ``gatewayd run`` with a hook that blocks session ``A``'s events until the test creates a
+gate file: a client floods ``A`` with pipelined triggers while another client posts to ``B``.
+Without a per-session bound the flood fills ``gateway.queue.capacity`` and ``B`` waits behind it
+for as long as ``A``'s hook is stuck; with it, ``B`` is accepted and dispatched at once, ``A``'s
+producers get back-pressure (then ``queue_full`` naming the session and the key), and every
+event ``A`` got accepted is dispatched, in order, once the gate opens. No timings are asserted:
+the test checks order and acceptance, with generous bounds only so a broken daemon fails.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.support.control import Control
+from tests.support.fixtures import StartDaemon
+from tests.support.hooks import WriteHook
+from tests.support.state import read_records, wait_until
+
+GATED = """
+import asyncio, json, os, time
+
+async def handler(event):
+    state = os.environ["ELIZA_STATE_DIR"]
+    if event.action == "flood":
+        deadline = time.monotonic() + 120
+        while not os.path.exists(os.path.join(state, "gate")) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+    line = json.dumps({"session": event.session_key, "n": event.context.get("n")}) + "\\n"
+    fd = os.open(os.path.join(state, "record.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+    event.messages.append(f"{event.action} {event.session_key}")
+"""
+
+
+def _gated_daemon(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path, queue: dict[str, Any]
+) -> Any:
+    write_hook(
+        state_dir / "hooks",
+        "gated",
+        events=["command:flood", "command:quick"],
+        handler=GATED,
+        meta={"timeoutMs": 180_000},
+    )
+    return start_daemon({"gateway": {"queue": {"concurrency": 2, "journal": "sqlite", **queue}}})
+
+
+def _flood(ctl: Control, session: str, count: int) -> None:
+    """Pipeline ``count`` fire-and-forget triggers for ``session`` without reading replies."""
+    lines = [
+        json.dumps(
+            {
+                "id": n,
+                "op": "trigger",
+                "event": "command:flood",
+                "sessionKey": session,
+                "context": {"n": n},
+                "wait": False,
+            }
+        )
+        for n in range(count)
+    ]
+    ctl.send_raw(("\n".join(lines) + "\n").encode())
+
+
+def test_a_flooded_session_does_not_stall_another(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    daemon = _gated_daemon(
+        write_hook,
+        start_daemon,
+        state_dir,
+        {"capacity": 16, "perSessionMax": 4, "perSessionWaitMs": 120_000},
+    )
+    with daemon.control() as flooder, daemon.control() as other:
+        _flood(flooder, "A", 40)
+        # A's lane is full and its connection is held (back-pressure), with A's hook stuck.
+        wait_until(
+            lambda: other.ok("status")["status"]["queue"]["accepted"] >= 4,
+            what="A's first events accepted",
+        )
+        reply = other.ok("trigger", event="command:quick", sessionKey="B")
+        assert reply["messages"] == ["quick B"]
+        assert read_records(state_dir) == [{"session": "B", "n": None}]  # A still stuck
+        queue = other.ok("status")["status"]["queue"]
+        assert queue["per_session_max"] == 4 and queue["refused"] == 0
+        assert queue["accepted"] <= 4 + 1  # A holds at most its bound (B's one is done)
+
+        (state_dir / "gate").touch()
+        replies = [flooder.read() for _ in range(40)]
+    assert [r["id"] for r in replies if r] == list(range(40))
+    assert all(r and r["ok"] and r["queued"] for r in replies)  # back-pressure, no refusal
+    records = wait_until(lambda: len(read_records(state_dir)) == 41 and read_records(state_dir))
+    assert [r["n"] for r in records if r["session"] == "A"] == list(range(40))
+    assert daemon.events("queue.session_full") == []
+
+
+def test_a_session_that_stays_full_gets_queue_full_and_nothing_accepted_is_lost(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    daemon = _gated_daemon(
+        write_hook,
+        start_daemon,
+        state_dir,
+        {"perSessionMax": 2, "perSessionWaitMs": 100},
+    )
+    with daemon.control() as flooder, daemon.control() as other:
+        _flood(flooder, "A", 12)
+        replies = [flooder.read() for _ in range(12)]
+        assert all(r is not None for r in replies)
+        accepted = [r["id"] for r in replies if r and r["ok"]]
+        refused = [r for r in replies if r and not r["ok"]]
+        assert accepted[:2] == [0, 1] and refused  # the gate is shut: A stays full
+        for r in refused:
+            assert r["error"]["code"] == "queue_full"
+            assert "session 'A'" in r["error"]["message"]
+            assert "gateway.queue.perSessionMax" in r["error"]["message"]
+        # Another session is still accepted and dispatched, and the daemon still answers.
+        assert other.ok("trigger", event="command:quick", sessionKey="B")["messages"] == ["quick B"]
+        status = other.ok("status")["status"]["queue"]
+        assert status["refused"] == len(refused)
+        (state_dir / "gate").touch()
+        total = len(accepted) + 1
+        records = wait_until(
+            lambda: len(read_records(state_dir)) == total and read_records(state_dir)
+        )
+    assert [r["n"] for r in records if r["session"] == "A"] == accepted
+    full = daemon.events("queue.session_full")
+    assert len(full) == 1  # once per episode, not once per refused event
+    assert full[0]["session_key"] == "A" and "perSessionMax" in full[0]["fix"]
