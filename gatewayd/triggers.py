@@ -296,11 +296,14 @@ class TriggerQueue:
         if self._putters and self._depth < self.capacity:
             self._wake_putters(self.capacity - self._depth)
 
-    def _hand_off(self, n: int) -> None:
-        """The journal committed ``n`` appended items to a shared queue (Redis) rather than
-        delivering them here: their slots are free (the owner of their session dispatches
-        them; when that is this instance they come back through :meth:`restore`)."""
-        self._depth -= n
+    def _hand_off(self, items: Sequence[_Item]) -> None:
+        """The journal committed appended ``items`` to a shared queue (Redis) rather than
+        delivering them here: their slots, and their sessions', are free (the owner of their
+        session dispatches them; when that is this instance they come back through
+        :meth:`restore`)."""
+        self._depth -= len(items)
+        for item in items:
+            self.bounds.remove(item[0].session_key)
         if self._putters and self._depth < self.capacity:
             self._wake_putters(self.capacity - self._depth)
 

@@ -28,10 +28,10 @@ error from :meth:`Commit.wait`)."""
 Restore = Callable[[Sequence[Item]], None]
 """Called on the event loop with items the queue has not counted yet: recovered or retried
 events, and events that are not journaled; they go into the lanes above the capacity bound."""
-HandOff = Callable[[int], None]
-"""Called on the event loop with a count of appended items the backend committed to a shared
-queue instead of delivering them here: they leave this instance's depth (whichever instance owns
-their session dispatches them; this one too, through ``restore``)."""
+HandOff = Callable[[Sequence[Item]], None]
+"""Called on the event loop with the appended items the backend committed to a shared queue
+instead of delivering them here: they leave this instance's depth and their sessions' counts
+(whichever instance owns their session dispatches them; this one too, through ``restore``)."""
 
 DeadLetter = tuple[str, str, int]
 """``(hook name, error, attempts)`` of one handler that exhausted its retries."""
@@ -110,7 +110,7 @@ class Journal(ABC):
         deliver: Deliver,
         reject: Reject,
         restore: Restore,
-        hand_off: HandOff = lambda n: None,
+        hand_off: HandOff = lambda items: None,
     ) -> None:
         """Set where committed, refused, uncounted and handed-off items go; the queue calls
         this once."""

@@ -307,7 +307,7 @@ class RedisJournal(Journal):
                 )
         if error is None:
             self.posted += len(batch)
-            self._hand_off(len(batch))
+            self._hand_off(batch)
         else:
             self.refused += len(batch)
             for item in batch:
