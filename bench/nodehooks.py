@@ -53,10 +53,9 @@ from gatewayd.hooks.registry import HookRegistry
 
 KEY = "message:received"
 GAP_S = 0.1
-"""Quiet after each answered edit, as ``livereload`` waits: less than a fresh worker needs to
-start on a busy machine, so back-to-back edits wait for the next spare."""
+"""Quiet after each answered edit, as ``livereload`` waits (edits back to back)."""
 SETTLED_S = 1.0
-"""Quiet after each answered edit when the next spare has had time to start."""
+"""Quiet after each answered edit: the replaced load's handlers have been dropped by then."""
 NOOP_JS = "export default async (event) => {};\n"
 LIVE_TS = """import type {{ HookHandler }} from "openclaw/hooks";
 const handler: HookHandler = async (event) => {{
@@ -327,10 +326,10 @@ def run(scale: Scale) -> Section:
     section.notes.append(
         f"Save to new code: {len(reload_s)} edits of `handler.ts` after a warm-up edit, each "
         f"{SETTLED_S:g} s after the previous one answered, polled with `message` every "
-        f"{POLL_S * 1000:.0f} ms; each reload imports the hook into the spare worker (Node "
-        "started, type stripper initialised) and retires the old worker. Back to back "
-        f"({GAP_S * 1000:.0f} ms, as `livereload` edits), a reload waits for the next spare to "
-        "start: that is what a fresh module graph per reload costs when edits outrun it."
+        f"{POLL_S * 1000:.0f} ms; each reload imports the hook, with a module graph of its own, "
+        "into the running worker (Node's module.registerHooks; a fresh worker, started ahead "
+        "as the spare, every 100 reloads). Back to back: "
+        f"{GAP_S * 1000:.0f} ms after the last answered edit, as `livereload` edits."
     )
     return section
 
