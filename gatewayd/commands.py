@@ -33,7 +33,7 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ import structlog
 from gatewayd.hooks.events import HookEvent, create_hook_event
 from gatewayd.hooks.registry import DispatchReport, dispatching
 from gatewayd.sessions import SessionEntry, SessionManager, message, read_bootstrap_files
+from gatewayd.timestamps import iso_now
 from gatewayd.triggers import Dispatcher, QueueClosed, Ticket, TriggerQueue
 
 log = structlog.get_logger("gatewayd.commands")
@@ -112,6 +113,18 @@ def _entry_json(entry: SessionEntry | None) -> dict[str, Any] | None:
     return entry.to_json() if entry is not None else None
 
 
+class _SessionLock:
+    """A session's posting lock and how many messages hold or wait for it."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        # fast_acquire: a free lock is taken without a trip through the event loop (every
+        # message takes its session's lock, almost always free).
+        self.lock = anyio.Lock(fast_acquire=True)
+        self.users = 0
+
+
 class CommandRouter:
     """Turns inbound messages into events on the queue; see the module docstring."""
 
@@ -130,21 +143,21 @@ class CommandRouter:
         self.base = base
         self.record_blocked = record_blocked
         """``hooks.recordBlocked``: whether a blocked message still goes to the transcript."""
-        self._locks: dict[str, tuple[anyio.Lock, int]] = {}
+        self._locks: dict[str, _SessionLock] = {}
 
     @asynccontextmanager
     async def _session_lock(self, session_key: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(session_key) or (anyio.Lock(), 0)
-        self._locks[session_key] = (lock, users + 1)
+        held = self._locks.get(session_key)
+        if held is None:
+            held = self._locks[session_key] = _SessionLock()
+        held.users += 1
         try:
-            async with lock:
+            async with held.lock:
                 yield
         finally:
-            lock, users = self._locks[session_key]
-            if users == 1:
+            held.users -= 1
+            if not held.users:
                 del self._locks[session_key]
-            else:
-                self._locks[session_key] = (lock, users - 1)
 
     def _event(self, type_: str, action: str, session_key: str, **context: Any) -> HookEvent:
         event = create_hook_event(type_, action, session_key, {**context, **self.base()})
@@ -198,11 +211,14 @@ class CommandRouter:
             messages.extend(str(m) for m in event.messages)
         try:
             if entry is not None:
+                # Written together with the reply's lines (one write, one wait), before it.
                 user = message("user", text, senderId=msg.sender_id, channel=msg.channel)
-                await self.sessions.append(entry, [user])
+                written = self.sessions.queue(entry, [user])
             delivered = await self.send_out(
                 msg.session_key, messages, to=msg.sender_id, channel=msg.channel, entry=entry
             )
+            if entry is not None:
+                await self.sessions.written(written)
         finally:
             for ticket in tickets:
                 ticket.release()  # background hooks run once the reply is on its way
@@ -239,6 +255,7 @@ class CommandRouter:
         delivered: list[str] = []
         sent_events: list[HookEvent] = []
         deciding = self.dispatcher.has_handlers("message:sending")
+        agent = agent_id(session_key)
         for text in lines:
             content, reason, error = text, None, None
             if deciding:
@@ -271,7 +288,7 @@ class CommandRouter:
                 sessionKey=session_key,
                 success=reason is None and error is None,
                 timestamp=epoch_ms(),
-                agentId=agent_id(session_key),
+                agentId=agent,
                 conversationId=session_key,
             )
             if reason is not None:
@@ -280,12 +297,10 @@ class CommandRouter:
                 sent.context["error"] = error
             sent_events.append(sent)
         if entry is not None and delivered:
-            await self.sessions.append(entry, [message("assistant", text) for text in delivered])
-        for sent in sent_events:
-            try:
-                await self.queue.post(sent, follows=True)
-            except QueueClosed:
-                break
+            now = iso_now()
+            await self.sessions.append(entry, [message("assistant", t, now) for t in delivered])
+        with suppress(QueueClosed):  # shutting down: the rest are not posted
+            await self.queue.post_all(sent_events, follows=True)
         return delivered
 
     def _received_event(self, msg: Inbound) -> HookEvent:

@@ -30,7 +30,7 @@ import anyio
 from gatewayd.dispatcher import Dispatcher
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.registry import dispatching
-from gatewayd.journal.base import Item, Journal, check_recordable
+from gatewayd.journal.base import Commit, Item, Journal, check_recordable
 from gatewayd.journal.memory import MemoryJournal
 from gatewayd.lanes import LaneBounds
 from gatewayd.tickets import QueueClosed, QueueFull, Ticket
@@ -143,13 +143,16 @@ class TriggerQueue:
         delivers the event into its lane, in append order, before this returns). A ticket's
         ``wait()`` ends after the dispatch, which follows the commit, so a submitter does not
         wait twice: the several events of one message share one commit."""
+        commit = self._append(event, ticket)
+        if commit is not None and ticket is None:
+            await commit.wait()  # JournalError: _reject() already gave the slot back
+
+    def _append(self, event: HookEvent, ticket: Ticket | None) -> Commit | None:
         check_recordable(event)
         self._depth += 1
         held = self._held
         held[event.session_key] = held.get(event.session_key, 0) + 1
-        commit = self.journal.append(event, ticket, perf_counter())
-        if commit is not None and ticket is None:
-            await commit.wait()  # JournalError: _reject() already gave the slot back
+        return self.journal.append(event, ticket, perf_counter())
 
     async def post(self, event: HookEvent, *, follows: bool = False) -> None:
         """Queue ``event``, waiting while the queue is full and while its session is (then
@@ -188,6 +191,31 @@ class TriggerQueue:
             lane.append(item)
         self._depth += 1
         held[key] = count + 1
+
+    async def post_all(self, events: Sequence[HookEvent], *, follows: bool = False) -> None:
+        """:meth:`post` each of ``events``, in order. With a durable journal, all are appended
+        before any commit is awaited, so they share a commit instead of waiting for one each
+        (a message's ``message:sent`` events)."""
+        if not self._durable:
+            for event in events:
+                await self.post(event, follows=follows)
+            return
+        commits: list[Commit] = []
+        for event in events:
+            key = event.session_key
+            if (
+                self._depth >= self.capacity
+                or self._putters
+                or self._closed
+                or self._held.get(key, 0) >= self.bounds.limit
+                or self._lane_waiting
+            ):
+                await self._admit(key, follows)
+            commit = self._append(event, None)
+            if commit is not None and (not commits or commits[-1] is not commit):
+                commits.append(commit)
+        for commit in commits:
+            await commit.wait()  # JournalError: _reject() already gave the slot back
 
     async def submit(self, event: HookEvent, *, follows: bool = False) -> Ticket:
         """``post()`` returning a :class:`Ticket` to await the dispatch."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -11,6 +12,7 @@ import pytest
 
 from gatewayd.hooks.events import HookEvent, create_hook_event
 from gatewayd.hooks.registry import HookRegistry
+from gatewayd.journal.sqlite import SqliteJournal
 from gatewayd.triggers import Dispatcher, QueueClosed, QueueFull, TriggerQueue
 
 
@@ -180,3 +182,47 @@ def test_stats_report_counts_and_latency() -> None:
     assert (
         0 <= stats["latency_ms"]["p50"] <= stats["latency_ms"]["p99"] <= stats["latency_ms"]["max"]
     )
+
+
+def test_post_all_shares_one_durable_commit_and_keeps_the_order(tmp_path: Path) -> None:
+    """A message's message:sent events: appended together, so one commit covers them; each is
+    dispatched in order once durable."""
+    seen: list[int] = []
+
+    async def record(ev: HookEvent) -> None:
+        seen.append(ev.context["n"])
+
+    async def main() -> int:
+        registry = HookRegistry()
+        registry.register("command:step", record)
+        journal = SqliteJournal(tmp_path / "events.db", base=dict)
+        queue = TriggerQueue(capacity=64, journal=journal)
+        assert await journal.open() == []
+        dispatcher = Dispatcher(queue, registry, concurrency=2)
+        async with anyio.create_task_group() as tg:
+            await tg.start(dispatcher.run)
+            await queue.post_all([event("s", n) for n in range(5)])
+            commits = journal.commits
+            assert journal.committed == 5  # durable when post_all returns
+            assert await dispatcher.drain(30) == 0
+        await journal.close()
+        return commits
+
+    assert run(main) == 1
+    assert seen == list(range(5))
+
+
+def test_post_all_waits_for_room_and_stops_at_a_closed_queue() -> None:
+    async def main() -> None:
+        queue = TriggerQueue(capacity=2)
+        registry = HookRegistry()
+        dispatcher = Dispatcher(queue, registry, concurrency=1)
+        async with anyio.create_task_group() as tg:
+            await tg.start(dispatcher.run)
+            await queue.post_all([event("s", n) for n in range(10)])  # 10 through 2 slots
+            assert await dispatcher.drain(30) == 0
+        assert dispatcher.dispatched == 10
+        with pytest.raises(QueueClosed):
+            await queue.post_all([event("s", 10)])
+
+    run(main)
