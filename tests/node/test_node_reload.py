@@ -261,3 +261,35 @@ def test_1000_reloads_in_fresh_workers_leave_no_process(tmp_path: Path) -> None:
     # Current, spare, and at most two replaced ones still stopping: bounded, never piling up.
     assert result["most"] <= 4, result
     assert result["settled"] == 2, result  # once idle: the current worker and the spare
+
+
+@needs_wheel
+def test_an_import_that_never_settles_fails_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stuck import's worker is killed (it was the running one); the other hooks of that
+    load go into a fresh worker and run their new code."""
+    monkeypatch.setattr(node_runtime, "LOAD_TIMEOUT_S", 2.0)
+    ts = write_js_hook(tmp_path, "ts", TS_FILES) / "handler.ts"
+    stuck = write_js_hook(
+        tmp_path, "stuck", {"handler.js": "await new Promise(() => {});\nexport default () => {};"}
+    )
+
+    async def body(runtime: NodeRuntime) -> dict[str, Any]:
+        _, pid1 = await generation_of(runtime, wheel_binary(), {"ts": ts})
+        (ts.parent / "lib" / "greet.ts").write_text(TS_FILES["lib/greet.ts"].replace("v0", "v1"))
+        hooks = [NodeHook("ts", ts), NodeHook("stuck", stuck / "handler.js")]
+        generation, errors = await runtime.load(wheel_binary(), hooks)
+        runtime.activate(generation)
+        assert generation.worker is not None
+        return {
+            "errors": {hook.name: reason for hook, reason in errors.items()},
+            "pids": (pid1, generation.worker.pid),
+            "said": await say(hooks[0]),
+        }
+
+    result = with_runtime(body)
+    assert list(result["errors"]) == ["stuck"]
+    assert "import did not finish within 2 s" in result["errors"]["stuck"]
+    assert result["pids"][0] != result["pids"][1]
+    assert result["said"] == (Outcome.OK, ["v1 ts"])

@@ -190,6 +190,8 @@ class Generation:
         """In the URL of each of its modules (``worker.mjs``): its module graph is its own."""
         self.typescript = any(h.file.suffix in TS_SUFFIXES for h in hooks)
         self.in_flight = 0
+        self.gone: set[NodeHook] = set()
+        """The hooks whose import failed only because the worker died under it."""
         self.worker: NodeWorker | None = None
         self.ready = anyio.Event()
         self.retired = False
@@ -200,6 +202,7 @@ class Generation:
     async def import_into(self, worker: NodeWorker) -> dict[NodeHook, str]:
         """Load every hook into ``worker`` at once; returns hook -> error for the failures."""
         futures = []
+        self.gone = set()
         for hook in self.hooks:
             spec = {
                 "id": hook.id,
@@ -216,14 +219,16 @@ class Generation:
                     reply = await future
                 except WorkerGone as exc:
                     errors[hook] = f"{hook.file}: import failed: {exc}"
+                    self.gone.add(hook)
                     continue
                 if not reply.get("ok"):
                     errors[hook] = f"{hook.file}: import failed: {reply.get('error')}"
                 elif isinstance(rss := reply.get("rss"), int):
                     worker.rss = rss
-        stuck = [hook for hook, future in futures if not future.done()]
+        # The timeout cancels the future it interrupted: cancelled or still waiting is stuck.
+        stuck = [hook for hook, future in futures if future.cancelled() or not future.done()]
         for _, future in futures:
-            if not future.done():
+            if future.cancelled() or not future.done():
                 worker.forget(future)
         if stuck:
             names = ", ".join(h.name for h in stuck)
@@ -395,7 +400,7 @@ class NodeRuntime:
     async def _reusable(self, binary: NodeBinary, typescript: bool) -> NodeWorker | None:
         """The current generation's worker, when the next generation can load into it."""
         worker = self.current.worker if self.current is not None else None
-        if worker is None or not worker.alive or not worker.inplace or _due(worker):
+        if worker is None or worker.doomed or not worker.inplace or _due(worker):
             return None
         if worker.binary != binary or worker.typescript < typescript:
             return None
@@ -451,10 +456,24 @@ class NodeRuntime:
             except WorkerGone as exc:
                 return generation, {hook: str(exc) for hook in generation.hooks}
         errors = await generation.import_into(worker)
-        if not worker.alive:  # a module's top level killed it: the others need a new one
-            return generation, {
-                h: errors.get(h) or f"{h.file}: {worker.exit_reason}" for h in generation.hooks
-            }
+        if worker.doomed:
+            # It died under the imports (a top-level process.exit, or a crash of a call it ran
+            # meanwhile) or was killed for an import that never settled: the hooks that did not
+            # fail on their own account go into a fresh worker, once.
+            every = generation.hooks
+            own = {h: e for h, e in errors.items() if h not in generation.gone}
+            retry = [h for h in every if h not in own]
+            if retry and (own or not fresh):
+                generation.hooks = retry
+                try:
+                    worker = await self._start_worker(binary, generation.typescript)
+                except WorkerGone as exc:
+                    return generation, {**own, **{h: str(exc) for h in retry}}
+                fresh = True
+                errors = {**own, **await generation.import_into(worker)}
+            if worker.doomed:
+                reason = worker.exit_reason or worker.kill_reason
+                return generation, {h: errors.get(h) or f"{h.file}: {reason}" for h in every}
         generation.hooks = [h for h in generation.hooks if h not in errors]
         if not generation.hooks:  # nothing to run: no worker to keep
             if fresh:

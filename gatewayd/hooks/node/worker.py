@@ -108,6 +108,16 @@ class NodeWorker:
         return self.exit_reason is None and self._channel is not None
 
     @property
+    def doomed(self) -> bool:
+        """Dead, or killed and about to be."""
+        return not self.alive or self._kill_reason is not None
+
+    @property
+    def kill_reason(self) -> str | None:
+        """Why it was killed, if it was (:meth:`kill`)."""
+        return self._kill_reason
+
+    @property
     def in_flight(self) -> int:
         return len(self._pending)
 
