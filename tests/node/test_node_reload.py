@@ -293,3 +293,27 @@ def test_an_import_that_never_settles_fails_alone(
     assert "import did not finish within 2 s" in result["errors"]["stuck"]
     assert result["pids"][0] != result["pids"][1]
     assert result["said"] == (Outcome.OK, ["v1 ts"])
+
+
+@needs_wheel
+def test_a_load_that_was_never_activated_is_dropped_at_the_next_load(tmp_path: Path) -> None:
+    """A reload that failed after its JS load never activates it: the next load retires it."""
+    ts = write_js_hook(tmp_path, "ts", TS_FILES) / "handler.ts"
+
+    async def body(runtime: NodeRuntime) -> dict[str, Any]:
+        await generation_of(runtime, wheel_binary(), {"ts": ts})
+        orphan = NodeHook("ts", ts)
+        generation, errors = await runtime.load(wheel_binary(), [orphan])
+        assert errors == {} and generation.worker is not None  # loaded, never activated
+        loaded = await say(orphan)
+        latest, _ = await generation_of(runtime, wheel_binary(), {"ts": ts})
+        for _ in range(150):  # up to 30 s
+            if (dropped := await say(orphan))[0] is not Outcome.OK:
+                break
+            await anyio.sleep(0.2)
+        return {"loaded": loaded, "dropped": dropped, "latest": await say(latest["ts"])}
+
+    result = with_runtime(body)
+    assert result["loaded"] == (Outcome.OK, ["v0 ts"])
+    assert result["dropped"][0] is Outcome.ERROR
+    assert result["latest"] == (Outcome.OK, ["v0 ts"])

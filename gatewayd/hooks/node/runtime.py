@@ -191,6 +191,8 @@ class Generation:
         self.typescript = any(h.file.suffix in TS_SUFFIXES for h in hooks)
         self.in_flight = 0
         self.gone: set[NodeHook] = set()
+        self.ids: list[str] = []
+        """Its hooks' ids in its worker (taken when loaded: a hook object may be loaded again)."""
         """The hooks whose import failed only because the worker died under it."""
         self.worker: NodeWorker | None = None
         self.ready = anyio.Event()
@@ -338,6 +340,8 @@ class NodeRuntime:
         self.current: Generation | None = None
         self._retiring: list[Generation] = []
         self._sequence = 0
+        self._loaded: Generation | None = None
+        """The last generation loaded, until it is activated."""
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -444,10 +448,14 @@ class NodeRuntime:
         The hooks that loaded are bound to the generation (``hook.generation``); it serves no
         call until :meth:`activate` (calls made before wait for nothing: it is ready at once).
         """
+        unused, self._loaded = self._loaded, None
+        if unused is not None and unused is not self.current:  # its reload failed after the load
+            self._retire_soon(unused)
         self._sequence += 1
         for index, hook in enumerate(hooks):
             hook.id = f"{self._sequence}.{index}"
         generation = Generation(self, binary, hooks)
+        self._loaded = generation
         worker = await self._reusable(binary, generation.typescript)
         fresh = worker is None
         if worker is None:
@@ -481,6 +489,7 @@ class NodeRuntime:
             return generation, errors
         for hook in generation.hooks:
             hook.generation = generation
+        generation.ids = [hook.id for hook in generation.hooks]
         generation.worker = worker
         if fresh:
             self._owner[worker] = generation
@@ -489,6 +498,8 @@ class NodeRuntime:
 
     def activate(self, generation: Generation | None) -> None:
         """Make ``generation`` current (None: no JS hooks); retire the one it replaces."""
+        if self._loaded is generation:
+            self._loaded = None
         if generation is not None and generation.worker is None:
             generation = None
         previous, self.current = self.current, generation
@@ -501,10 +512,7 @@ class NodeRuntime:
         if previous is not None and previous is not generation:
             for older in self._retiring:
                 older.superseded = True
-            self._retiring.append(previous)
-            previous.retired = True
-            if self._tg is not None:
-                self._tg.start_soon(self._retire, previous)
+            self._retire_soon(previous)
         if generation is not None:
             worker = generation.worker
             if worker is None or not worker.inplace or _due(worker):
@@ -512,6 +520,14 @@ class NodeRuntime:
         elif self._spare is not None and self._tg is not None:
             spare, self._spare = self._spare, None
             self._tg.start_soon(spare.worker.stop)
+
+    def _retire_soon(self, generation: Generation) -> None:
+        self._retiring.append(generation)
+        generation.retired = True
+        if self._tg is not None:
+            self._tg.start_soon(self._retire, generation)
+        else:
+            self._retiring.remove(generation)
 
     async def _retire(self, generation: Generation) -> None:
         """Once idle: drop its handlers from a worker a newer generation uses, else stop it."""
@@ -533,9 +549,8 @@ class NodeRuntime:
         if worker is not None and self._owner.get(worker) is generation:
             await worker.stop()
         elif worker is not None and worker.alive:
-            ids = [hook.id for hook in generation.hooks]
             with contextlib.suppress(WorkerGone):
-                worker.request({"op": "drop", "hooks": ids})
+                worker.request({"op": "drop", "hooks": generation.ids})
         self._retiring.remove(generation)
 
     # -- failures ---------------------------------------------------------------------------
