@@ -334,6 +334,8 @@ class TriggerQueue:
             self.bounds.remove(item[0].session_key)
         if self._putters and self._depth < self.capacity:
             self._wake_putters(self.capacity - self._depth)
+        if not self._depth and not self._lanes and self._idle:
+            self._idle.popleft().set()  # a drain waiting for these sees it is over
 
     def restore(self, items: Sequence[_Item]) -> None:
         """Queue items nobody posted just now (recovered at start, retried dead letters, events

@@ -71,6 +71,8 @@ class RemoteTicket(Ticket):
 def take(j: RedisJournal, partition: int, entries: Sequence[tuple[bytes, Any]]) -> None:
     """Hand entries read from ``partition`` to the lanes (the poster's own objects when
     they were posted here)."""
+    if not j._delivering:  # draining for shutdown: left pending, the next owner claims them
+        return
     items: list[Item] = []
     held = j._held[partition]
     now_wall, now = time.time(), perf_counter()
@@ -112,6 +114,7 @@ async def reader(j: RedisJournal) -> None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(j._wake.wait(), BLOCK_MS / 1000)
             continue
+        j._reading = frozenset(readable)  # none of these is released while the read runs
         try:
             got = await j._client.xreadgroup(
                 codec.GROUP,
@@ -132,6 +135,12 @@ async def reader(j: RedisJournal) -> None:
             log.warning("queue.redis_groups_gone", note="Redis lost its data; recreated")
             await j._ensure_groups()
             continue
+        except Exception as exc:  # a bug: logged, and the reader goes on
+            log.exception("queue.reader_failed", error=f"{type(exc).__name__}: {exc}")
+            await asyncio.sleep(BACKOFF[1])
+            continue
+        finally:
+            j._reading = frozenset()
         j._up()
         for name, entries in got or ():
             partition = int(name.rsplit(b":", 1)[1])
@@ -153,6 +162,7 @@ async def resync(j: RedisJournal, partition: int) -> None:
             j._acks[partition].append(deleted)
         if cursor in (b"0-0", "0-0"):
             break
+    await forget_consumers(j, stream)
     fresh = [e for e in entries if e[0] not in j._held[partition]]
     if fresh:
         j.claimed += len(fresh)
@@ -174,6 +184,10 @@ async def reply_reader(j: RedisJournal) -> None:
             await asyncio.sleep(delay)
             delay = min(delay * 2, BACKOFF[1])
             continue
+        except Exception as exc:  # a bug: logged, and the reader goes on
+            log.exception("queue.reply_reader_failed", error=f"{type(exc).__name__}: {exc}")
+            await asyncio.sleep(BACKOFF[1])
+            continue
         ids = []
         for _, entries in got or ():
             for entry_id, fields in entries:
@@ -191,6 +205,26 @@ async def reply_reader(j: RedisJournal) -> None:
                 j._down(exc)
 
 
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+async def forget_consumers(j: RedisJournal, stream: str) -> None:
+    """Delete the consumers of earlier instances that hold nothing (each start is a new
+    consumer name): they would pile up in ``XINFO CONSUMERS``."""
+    idle_ms = 3 * j.settings.lease_ms
+    consumers = await j._client.xinfo_consumers(stream, codec.GROUP)
+    pipe = j._client.pipeline(transaction=False)
+    stale = 0
+    for consumer in consumers:
+        name = _text(consumer["name"])
+        if name != j.instance and not consumer["pending"] and consumer["idle"] > idle_ms:
+            pipe.xgroup_delconsumer(stream, codec.GROUP, name)
+            stale += 1
+    if stale:
+        await pipe.execute()
+
+
 async def lease_round(j: RedisJournal) -> None:
     """One lease round: renew, take over, drain and give back, refresh the snapshot."""
     leases = j.leases
@@ -204,14 +238,20 @@ async def lease_round(j: RedisJournal) -> None:
     for partition in surplus:  # stop reading; give it back once its events are done
         j._ready.discard(partition)
         j._draining.add(partition)
-    done = [p for p in j._draining if not j._held[p] and p not in j._acks]
+    quiet = not j._acking  # an acknowledgement on its way must land before the hand-over
+    done = [
+        p
+        for p in j._draining
+        if quiet and not j._held[p] and p not in j._acks and p not in j._reading
+    ]
     if done:
         await leases.release(done)
         j._draining.difference_update(done)
         log.info("queue.partitions_released", partitions=sorted(done), fair=leases.fair)
-    again = list(j._ready) if j._resync_all else []
-    j._resync_all = False
-    for partition in [*gained, *again]:
+    # Gained ones, after a reconnect every owned one (``_down`` empties ``_ready``), and those
+    # with entries stranded in another consumer's pending list (see refresh()).
+    stranded, j._stranded = j._stranded & j._ready, set()
+    for partition in sorted((leases.owned.keys() - j._ready - j._draining) | stranded):
         await resync(j, partition)
         j._ready.add(partition)
     if gained:
@@ -236,6 +276,8 @@ async def maintain(j: RedisJournal) -> None:
                 j._ready.discard(partition)
                 j._draining.discard(partition)
             delay = min(delay * 2, BACKOFF[1])
+        except Exception as exc:  # a bug: logged, and the leases are still renewed
+            log.exception("queue.lease_round_failed", error=f"{type(exc).__name__}: {exc}")
 
 
 async def refresh(j: RedisJournal) -> None:
@@ -257,6 +299,10 @@ async def refresh(j: RedisJournal) -> None:
         if group is None:
             continue
         snapshot[partition] = {"lag": group.get("lag"), "pending": int(pending["pending"])}
+        # Entries another consumer read and cannot dispatch (it lost the lease while its read
+        # was under way): claimed by the next round's resync.
+        if any(_text(c["name"]) != j.instance for c in pending["consumers"] if c["pending"]):
+            j._stranded.add(partition)
         low = pending["min"] or group["last-delivered-id"]
         if low and low not in (b"0-0", "0-0"):
             # Everything below the oldest pending entry (or up to the last delivered one)

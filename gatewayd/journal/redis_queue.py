@@ -29,6 +29,7 @@ snapshot.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -71,6 +72,8 @@ log = structlog.get_logger("gatewayd.queue")
 
 REPLY_MAXLEN = 10_000
 """Entries a reply stream keeps at most (its reader deletes what it read)."""
+REPLY_TTL_S = 3600
+"""A reply stream nobody reads (its instance died) is deleted this long after its last reply."""
 
 
 def _redis_url(url: str) -> tuple[str, str | None]:
@@ -121,7 +124,9 @@ class RedisJournal(Journal):
         self._ready: set[int] = set()
         """Owned partitions resynced and being read."""
         self._draining: set[int] = set()
-        self._resync_all = False
+        self._reading: frozenset[int] = frozenset()
+        """The partitions of the ``XREADGROUP`` under way (kept until it returned)."""
+        self._stranded: set[int] = set()
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._delivering = True
@@ -178,7 +183,9 @@ class RedisJournal(Journal):
     async def _drop_client(self) -> None:
         if self._client is not None:
             client, self._client = self._client, None
-            await client.aclose()
+            with contextlib.suppress(TimeoutError, *UNREACHABLE):
+                async with asyncio.timeout(2):
+                    await client.aclose()
 
     async def _check_meta(self) -> None:
         pipe = self._client.pipeline(transaction=False)
@@ -213,7 +220,6 @@ class RedisJournal(Journal):
                 url=self.url,
                 down_s=round(time.monotonic() - self.lost_since, 3),
             )
-            self._resync_all = True
         self.connected = True
         self.lost_since = None
 
@@ -228,6 +234,7 @@ class RedisJournal(Journal):
             )
             self.lost_since = time.monotonic()
         self.connected = False
+        self._ready.clear()  # back: every owned partition is resynced before it is read
 
     # -- posting ------------------------------------------------------------------------------
 
@@ -305,6 +312,9 @@ class RedisJournal(Journal):
                     f"Redis at {self.url} refused the event ({exc})"
                     + ("; free memory there or raise its maxmemory" if full else "")
                 )
+            except Exception as exc:  # a bug: the posters hear of it, the queue goes on
+                log.exception("queue.redis_write_failed", error=f"{type(exc).__name__}: {exc}")
+                error = JournalError(f"the event could not be sent to Redis: {exc}")
         if error is None:
             self.posted += len(batch)
             self._hand_off(batch)
@@ -361,10 +371,13 @@ class RedisJournal(Journal):
             for event_id, record in dead:
                 pipe.hset(self.keys.dead, event_id, record)
             for partition, ids in acks.items():
-                pipe.xack(self.keys.stream(partition), codec.GROUP, *ids)
+                if ids:
+                    pipe.xack(self.keys.stream(partition), codec.GROUP, *ids)
             for origin, raw in replies:
                 key = self.keys.reply(origin)
                 pipe.xadd(key, {"r": raw}, maxlen=REPLY_MAXLEN, approximate=True)
+            for origin in {origin for origin, _ in replies}:  # a dead poster's stream goes
+                pipe.expire(self.keys.reply(origin), REPLY_TTL_S)
             await pipe.execute()
         except UNREACHABLE as exc:
             self._down(exc)
@@ -374,6 +387,8 @@ class RedisJournal(Journal):
             self._dead_out[:0] = dead
             self._acking = False
             return  # the lease task sends them again once Redis is back
+        except Exception as exc:  # refused by Redis (its data lost?): those entries are gone
+            log.exception("queue.redis_ack_failed", error=f"{type(exc).__name__}: {exc}")
         self._acking = False
         self._send_acks()
         self._wake.set()
@@ -438,7 +453,9 @@ class RedisJournal(Journal):
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(2):
+                await asyncio.gather(*tasks, return_exceptions=True)
         if self._client is not None and self.leases is not None and self.connected:
             try:
                 async with asyncio.timeout(2):

@@ -96,8 +96,6 @@ def owned(daemon: Daemon) -> list[int]:
 
 def test_three_instances_kill_join_restart(instances: Instances) -> None:
     daemons = instances(3, partitions=PARTITIONS)
-    import time
-
     deadline = time.monotonic() + 480
     producers = [
         Producer(d.socket, events, deadline) for d, events in zip(daemons, plan(3), strict=True)
@@ -143,7 +141,7 @@ def test_three_instances_kill_join_restart(instances: Instances) -> None:
         what="every partition owned exactly once",
     )
     for daemon in live:
-        assert daemon.stop() == 0
+        assert daemon.stop() == 0, daemon.stderr_text()[-3000:]
 
 
 def test_reply_from_the_owning_instance(instances: Instances) -> None:

@@ -5,13 +5,17 @@
 * fire-and-forget events of several sessions are dispatched once each, in each session's order,
   and acknowledged (nothing pending in Redis afterwards);
 * ``status`` shows the backend, the instance, every partition owned with its lag and pending;
-* Redis absent at start: ``gatewayd run`` exits 69 with an error naming the URL.
+* Redis absent at start: ``gatewayd run`` exits 69 with an error naming the URL;
+* Redis lost while running: ``status`` (and ``gatewayd status``) keeps answering and says so, a
+  poster gets ``queue_unavailable`` after ``waitMs``, one waiting when Redis comes back is
+  accepted, and every accepted event is dispatched once it is back.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -20,6 +24,7 @@ import pytest
 
 from tests.redis.conftest import Instances, read_shared
 from tests.redis.redis_support import RedisServer, instance_config
+from tests.support.cli import gatewayd
 from tests.support.state import clean_env, new_state_dir, wait_until, write_config
 
 pytestmark = [pytest.mark.xdist_group("redis")]  # one worker: redis-servers and instances
@@ -92,3 +97,45 @@ def test_redis_absent_at_start_exits_69(redis_server: RedisServer) -> None:
     finally:
         subprocess.run(["rm", "-rf", str(state)], check=False)
         Path(redis_server.dir).mkdir(exist_ok=True)
+
+
+def test_redis_lost_while_running(instances: Instances, redis_server: RedisServer) -> None:
+    (daemon,) = instances(1, partitions=4, wait_ms=3000)
+
+    def post(n: int) -> dict[str, Any]:
+        with daemon.control() as control:
+            return control.request(
+                "trigger", event="command:work", sessionKey="lost", context={"n": n}, wait=False
+            )
+
+    assert post(0)["ok"]
+    redis_server.stop()
+
+    def down() -> dict[str, Any] | None:
+        journal = daemon.request("status")["status"]["queue"]["journal"]
+        return None if journal["connected"] else journal
+
+    wait_until(down, what="status saying Redis is unreachable")
+    shown = gatewayd(daemon.state, "status")
+    assert shown.returncode == 0, shown.stderr
+    assert "UNREACHABLE" in shown.stdout
+    refused = post(1)  # nobody brings Redis back within waitMs: a clear error
+    assert refused["error"]["code"] == "queue_unavailable", refused
+    assert "gateway.queue.redis.waitMs" in refused["error"]["message"]
+    waiting: list[dict[str, Any]] = []
+    poster = threading.Thread(target=lambda: waiting.append(post(2)))
+    poster.start()  # waits for Redis, then is accepted
+    redis_server.start()
+    poster.join(60)
+    assert waiting and waiting[0]["ok"], waiting
+    assert post(3)["ok"]
+    wait_until(lambda: not down(), what="status saying Redis is back")
+
+    def dispatched() -> list[int] | None:
+        ns = [r["n"] for r in read_shared(instances.record) if r["session"] == "lost"]
+        return ns if 3 in ns else None
+
+    assert wait_until(dispatched, what="the events around the outage dispatched") == [0, 2, 3]
+    assert [r for r in daemon.logs if r.get("event") == "queue.redis_lost"]
+    assert [r for r in daemon.logs if r.get("event") == "queue.redis_back"]
+    assert daemon.stop() == 0
