@@ -211,14 +211,11 @@ class CommandRouter:
             messages.extend(str(m) for m in event.messages)
         try:
             if entry is not None:
-                # Written together with the reply's lines (one write, one wait), before it.
                 user = message("user", text, senderId=msg.sender_id, channel=msg.channel)
-                written = self.sessions.queue(entry, [user])
+                await self.sessions.append(entry, [user])
             delivered = await self.send_out(
                 msg.session_key, messages, to=msg.sender_id, channel=msg.channel, entry=entry
             )
-            if entry is not None:
-                await self.sessions.written(written)
         finally:
             for ticket in tickets:
                 ticket.release()  # background hooks run once the reply is on its way

@@ -18,11 +18,15 @@ Each session's transcript is ``<state>/sessions/<sessionId>.jsonl``, one JSON ob
      "senderId": "cli", "channel": "control"}
     {"role": "assistant", "content": "hello", "timestamp": "2025-01-31T09:15:02.351Z"}
 
-Every write happens in a worker thread, one batch at a time, in the order the changes were made
-on the event loop (concurrent changes share one write and one fsync). A write the disk refuses
-(full, quota) is logged; journal lines are kept and written with the next change, transcript
-lines are dropped; a part-written line is cut back, and a transcript's torn last line (a daemon
-killed mid-write) is cut off before the first append of a run. A transcript over
+The table's journal and snapshot are written in a worker thread, one batch at a time, in the
+order the changes were made on the event loop (concurrent changes share one write and one
+fsync). Transcript lines are appended on the event loop when they are made, one ``write`` per
+call and no fsync: a page-cache append costs 2 to 10 us, a worker-thread hop ~120 us of CPU on
+the 2-core bench machine (issue 18, bench/NOTES.md), and the daemon's log lines are written the
+same way. A write the disk refuses (full, quota) is logged; journal lines are kept and written
+with the next change, transcript lines are dropped; a part-written line is cut back, and a
+transcript's torn last line (a daemon killed mid-write) is cut off before the first append of a
+run. A transcript over
 ``sessions.transcriptMaxBytes`` is rotated to ``<sessionId>.jsonl.1`` ... (``transcriptBackups``).
 
 Session ids are checked (``[A-Za-z0-9_-]``, at most 128 characters) wherever they come from, so
@@ -133,8 +137,8 @@ class SessionManager:
         self.limits = limits or TranscriptLimits()
         self._sessions: dict[str, SessionEntry] = {}
         self._journal_lines = 0
-        self._pending: list[tuple[Path | None, bytes]] = []
-        """Writes not yet made, in order: ``(None, journal line)`` or ``(transcript, line)``."""
+        self._pending: list[bytes] = []
+        """Journal lines not yet written, in order."""
         self._queued = 0
         """Changes made so far (each pending write is one), and how many were written."""
         self._done = 0
@@ -244,34 +248,23 @@ class SessionManager:
         entry = self._entry(session_key, os.urandom(8).hex(), iso_now())
         self._sessions[session_key] = entry
         line = {"k": session_key, "id": entry.session_id, "at": entry.created_at}
-        await self._flushed(self._enqueue(None, json_line(line)))
+        await self._flushed(self._enqueue(json_line(line)))
         return entry
 
     async def end(self, session_key: str) -> SessionEntry | None:
         """End the current session of ``session_key``; its transcript stays. Returns it."""
         entry = self._sessions.pop(session_key, None)
         if entry is not None:
-            await self._flushed(self._enqueue(None, json_line({"k": session_key})))
+            await self._flushed(self._enqueue(json_line({"k": session_key})))
         return entry
 
     async def append(self, entry: SessionEntry, records: Iterable[dict[str, Any]]) -> None:
-        """Append messages (see :func:`message`) to ``entry``'s transcript, in order."""
-        await self._flushed(self.queue(entry, records))
+        """Append messages (see :func:`message`) to ``entry``'s transcript, in order: one
+        write, made before this returns (failures are logged, see the module docstring)."""
+        self._append_transcript(entry.session_file, b"".join(map(json_line, records)))
 
-    def queue(self, entry: SessionEntry, records: Iterable[dict[str, Any]]) -> int:
-        """Queue messages for ``entry``'s transcript without waiting; returns the number to
-        pass to :meth:`written` (a later :meth:`append` writes them too, first)."""
-        upto = self._queued
-        for record in records:
-            upto = self._enqueue(entry.session_file, json_line(record))
-        return upto
-
-    async def written(self, upto: int) -> None:
-        """Return once every change up to number ``upto`` (from :meth:`queue`) was written."""
-        await self._flushed(upto)
-
-    def _enqueue(self, path: Path | None, line: bytes) -> int:
-        self._pending.append((path, line))
+    def _enqueue(self, line: bytes) -> int:
+        self._pending.append(line)
         self._queued += 1
         return self._queued
 
@@ -295,9 +288,9 @@ class SessionManager:
 
     async def _write_pending(self) -> None:
         batch, self._pending, upto = self._pending, [], self._queued
-        journal = sum(1 for path, _ in batch if path is None)
+        journal = len(batch)
         snapshot: dict[str, SessionEntry] | None = None
-        if journal and self._journal_lines + journal > len(self._sessions) // COMPACT_DIVISOR:
+        if self._journal_lines + journal > len(self._sessions) // COMPACT_DIVISOR:
             snapshot = dict(self._sessions)  # exactly the table the batch leads to
         failed, compacted = await anyio.to_thread.run_sync(
             self._write, batch, snapshot, self._journal_lines == 0
@@ -314,42 +307,28 @@ class SessionManager:
 
     def _write(
         self,
-        batch: list[tuple[Path | None, bytes]],
+        batch: list[bytes],
         snapshot: dict[str, SessionEntry] | None,
         journal_empty: bool,
-    ) -> tuple[list[tuple[Path | None, bytes]], bool]:
-        """Write ``batch``: the journal lines that could not be written, and whether the
+    ) -> tuple[list[bytes], bool]:
+        """Write ``batch`` (journal lines): the lines that could not be written, and whether the
         snapshot now holds the whole table (the journal is empty)."""
-        journal = b"".join(line for path, line in batch if path is None)
-        failed: list[tuple[Path | None, bytes]] = []
-        compacted = False
-        if journal:
-            # With an empty journal the new snapshot alone holds the batch. Otherwise the batch
-            # goes to the journal first: replaying a journal over a snapshot that includes all
-            # of it changes nothing, so a crash between the two steps is harmless.
-            if snapshot is not None and journal_empty:
-                compacted = self._compact(snapshot)
-            if not compacted:
-                try:
-                    self._append_journal(journal)
-                except OSError as exc:
-                    log.error(
-                        "sessions.index_failed",
-                        path=str(self.journal_path),
-                        error=str(exc),
-                        note="the change is kept in memory and written with the next one",
-                    )
-                    failed = [(None, line) for path, line in batch if path is None]
-                else:
-                    if snapshot is not None:
-                        compacted = self._compact(snapshot)
-        transcripts: dict[Path, list[bytes]] = {}
-        for path, line in batch:
-            if path is not None:
-                transcripts.setdefault(path, []).append(line)
-        for path, lines in transcripts.items():
-            self._append_transcript(path, b"".join(lines))
-        return failed, compacted
+        # With an empty journal the new snapshot alone holds the batch. Otherwise the batch goes
+        # to the journal first: replaying a journal over a snapshot that includes all of it
+        # changes nothing, so a crash between the two steps is harmless.
+        if snapshot is not None and journal_empty and self._compact(snapshot):
+            return [], True
+        try:
+            self._append_journal(b"".join(batch))
+        except OSError as exc:
+            log.error(
+                "sessions.index_failed",
+                path=str(self.journal_path),
+                error=str(exc),
+                note="the change is kept in memory and written with the next one",
+            )
+            return batch, False
+        return [], snapshot is not None and self._compact(snapshot)
 
     def _append_journal(self, data: bytes) -> None:
         ensure_private_dir(self.directory)
@@ -383,18 +362,21 @@ class SessionManager:
         return True
 
     def _append_transcript(self, path: Path, data: bytes) -> None:
+        """Runs on the event loop (see the module docstring), unlike the rest of this part."""
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
             fd = os.open(path, flags, 0o600)
             try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode):
                     raise OSError(f"{path} is not a regular file")
+                size = info.st_size
                 if path not in self._checked:
                     self._checked.add(path)
                     if cut := trim_torn_tail(fd):
                         log.warning("sessions.transcript_repaired", path=str(path), cut_bytes=cut)
+                        size -= cut
                 limits = self.limits
-                size = os.fstat(fd).st_size
                 if limits.max_bytes and size and size + len(data) > limits.max_bytes:
                     os.close(fd)
                     fd = -1
