@@ -3,6 +3,8 @@ with a hook that misbehaves in one way, and checks the daemon goes on answering.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import time
 from pathlib import Path
@@ -112,9 +114,12 @@ def test_a_command_hook_that_leaves_a_child_behind_does_not_hold_the_event(
 FORKS = """
 import os, time
 def handler(event):
-    if os.fork() == 0:  # the child outlives the daemon
-        time.sleep(30)
+    child = os.fork()
+    if child == 0:  # the child outlives the daemon
+        time.sleep(60)
         os._exit(0)
+    with open("forked.pid", "w") as f:
+        f.write(str(child))
     event.messages.append("forked")
 """
 
@@ -126,13 +131,21 @@ def test_a_process_a_hook_forks_does_not_keep_the_socket_lock(
     daemon = start_daemon()
     with daemon.control() as ctl:
         assert ctl.ok("message", sessionKey="s", text="/fork")["messages"] == ["forked"]
+    child = int((state_dir / "forked.pid").read_text())
     daemon.send_signal(signal.SIGKILL)
+    daemon.proc.wait(30)
+    try:
+        os.kill(child, 0)  # the forked child still runs (it holds the daemon's inherited fds)
+        # Without the guard it would hold the lock and the socket.
+        again = start_daemon()
+        with again.control() as ctl:
+            assert ctl.ok("ping")["pong"] is True
+        assert again.stop() == 0
+        os.kill(child, 0)  # still there: the new daemon ran beside it
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)  # its end closes the first daemon's log pipe
     daemon.wait()
-    # The forked child still runs; without the guard it would hold the lock and the socket.
-    again = start_daemon()
-    with again.control() as ctl:
-        assert ctl.ok("ping")["pong"] is True
-    assert again.stop() == 0
 
 
 EXITS = """

@@ -258,8 +258,10 @@ def test_1000_reloads_in_fresh_workers_leave_no_process(tmp_path: Path) -> None:
     rss = result["rss"]
     assert max(rss[len(rss) // 2 :]) - max(rss[5 : len(rss) // 2]) < 8 * 1024, rss
     assert len(result["pids"]) == 1000
-    # Current, spare, and at most two replaced ones still stopping: bounded, never piling up.
-    assert result["most"] <= 4, result
+    # Current, spare, and the last few replaced ones still stopping (two on a quiet machine,
+    # more while their exits queue for a loaded CPU: 5 seen with the load average at 10):
+    # bounded, never piling up. A worker leaked by even 1% of the 1,000 reloads would make ten.
+    assert result["most"] <= 8, result
     assert result["settled"] == 2, result  # once idle: the current worker and the spare
 
 
