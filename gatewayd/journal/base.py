@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
-
-import anyio
 
 from gatewayd.exits import EXIT_FAILED, EXIT_UNAVAILABLE
 from gatewayd.hooks.events import HookEvent
@@ -68,6 +67,8 @@ class Unrecordable(JournalError):
 def check_recordable(event: HookEvent) -> None:
     """Raise :class:`Unrecordable` for an event whose key fields are not valid Unicode text:
     refused up front, so that nothing unwritable ever reaches the journal's writer."""
+    if event.session_key.isascii() and event.action.isascii():
+        return  # the common case, without encoding anything
     try:
         event.session_key.encode("utf-8")
         event.action.encode("utf-8")
@@ -79,23 +80,39 @@ def check_recordable(event: HookEvent) -> None:
 
 
 class Commit:
-    """One group commit: every poster whose event is in it awaits :meth:`wait`."""
+    """One group commit: every poster whose event is in it awaits :meth:`wait`.
 
-    __slots__ = ("_done", "error")
+    Made and finished on the event loop. Each waiter awaits a bare future of that loop, taken
+    once per commit: no ``anyio.Event`` per commit and no ``asyncio.Event.wait`` per poster,
+    each of which looks the running loop up again (a ``getpid()`` system call every time, in
+    CPython's check that the loop was not inherited across a fork). A cancelled poster's future
+    is cancelled alone; the others still get the outcome."""
+
+    __slots__ = ("_finished", "_loop", "_waiters", "error")
 
     def __init__(self) -> None:
-        self._done = anyio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._waiters: list[asyncio.Future[None]] = []
+        self._finished = False
         self.error: JournalError | None = None
 
     async def wait(self) -> None:
         """Return once the events are durable; raise :class:`JournalError` if they never were."""
-        await self._done.wait()
+        if not self._finished:
+            waiter = self._loop.create_future()
+            self._waiters.append(waiter)
+            await waiter
         if self.error is not None:
             raise self.error
 
     def finish(self, error: JournalError | None = None) -> None:
+        """The commit ended (``error``: it failed): wake every waiter, in the order they came."""
         self.error = error
-        self._done.set()
+        self._finished = True
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
 
 class Journal(ABC):

@@ -284,7 +284,8 @@ class SqliteJournal(Journal):
     def done(self, seq: int) -> None:
         self._pending.pop(seq, None)
         self._done.append(seq)
-        self._poke()
+        if not (self._busy or self._scheduled or self._timer):  # _poke(), once per event
+            self._poke()
 
     def dead(self, event: HookEvent, seq: int, letters: Sequence[DeadLetter]) -> None:
         self._pending.pop(seq, None)
