@@ -44,6 +44,7 @@ from gatewayd.journal.base import (
     JournalError,
     JournalFull,
 )
+from gatewayd.journal.records import BASE_KEYS, context_json, make_encoder
 from gatewayd.journal.requests import parse_request
 from gatewayd.journal.store import journal_path
 
@@ -59,25 +60,6 @@ DONE_DELAY_S = 0.02
 """Done marks with no batch to ride along wait this long for one, then go on their own."""
 TRIM_EVERY = 1024
 """Done marks between two trims of the retained done events (``retainDone`` > 0)."""
-BASE_KEYS = ("cfg", "workspaceDir")
-"""Context every event carries (the gateway's base): not stored, put back on replay."""
-
-
-# ensure_ascii: a lone surrogate in a hook-set context value is written as \udXXX (and read
-# back the same), never handed to SQLite as text it cannot encode.
-_encode = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=str).encode
-"""One encoder for every record: ``json.dumps`` with options builds a new one per call."""
-
-
-def _context_json(context: dict[str, Any], base: dict[str, Any]) -> str:
-    if "cfg" not in context and "gateway" not in context:
-        return _encode(context)
-    own = {
-        k: v
-        for k, v in context.items()
-        if k != "gateway" and not (k in BASE_KEYS and base.get(k) is v)
-    }
-    return _encode(own)
 
 
 class SqliteJournal(Journal):
@@ -100,6 +82,8 @@ class SqliteJournal(Journal):
         self.retain_done = retain_done
         self.full_wait_s = full_wait_s
         self._base = base
+        self._encode = make_encoder()
+        """The writer thread's JSON encoder (:mod:`gatewayd.journal.records`)."""
         self._epoch = ""
         self._seq = 0
         self._conn: sqlite3.Connection | None = None
@@ -324,6 +308,7 @@ class SqliteJournal(Journal):
         conn = self._conn
         assert conn is not None and self._loop is not None
         error: JournalError | None = None
+        encode = self._encode
         try:
             rows = [
                 (
@@ -332,12 +317,12 @@ class SqliteJournal(Journal):
                     event.type,
                     event.action,
                     event.timestamp.timestamp(),
-                    _context_json(event.context, base),
+                    context_json(event.context, base, encode),
                     json.dumps(list(only)) if only else None,
                 )
                 for event, _, _, seq, only in batch
             ]
-        except (TypeError, ValueError) as exc:  # a context JSON cannot hold (a cycle)
+        except (TypeError, ValueError, RecursionError) as exc:  # a cycle, or nested too deep
             log.error("journal.unrecordable", error=str(exc), events=len(batch))
             rows, error = [], JournalError(f"the event cannot be recorded: {exc}")
         deadline: float | None = None

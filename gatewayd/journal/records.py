@@ -1,0 +1,64 @@
+"""How an event's context becomes the JSON text the SQLite journal stores.
+
+Every accepted event's context is encoded once, on the journal's writer thread, while that
+thread holds the GIL the event loop needs: this is on the durable path's critical path, so it
+must be cheap. ``json.JSONEncoder.encode`` builds a new C encoder (and a float formatter) on
+every call, several times the cost of encoding a small context; :func:`make_encoder` builds the
+C encoder once and reuses it, with the same output (checked against ``JSONEncoder`` in
+tests/journal/test_journal_records.py). Each writer thread makes its own: the encoder's
+cycle-detection table is not to be shared between threads.
+
+``ensure_ascii``: a lone surrogate in a hook-set context value is written as ``\\udXXX`` (and
+read back the same), never handed to SQLite as text it cannot encode. Values JSON has no form
+for are written as their ``str()``; a context that contains itself raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import json
+import json.encoder
+from collections.abc import Callable
+from typing import Any
+
+BASE_KEYS = ("cfg", "workspaceDir")
+"""Context every event carries (the gateway's base): not stored, put back on replay."""
+
+Encode = Callable[[Any], str]
+
+
+def reference_encoder() -> Encode:
+    """The encoder :func:`make_encoder` matches: ``JSONEncoder(...).encode``."""
+    return json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=str).encode
+
+
+def make_encoder() -> Encode:
+    """A compact, ASCII-only JSON encoder built once (``str()`` for unknown values)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator (another Python implementation)
+        return reference_encoder()
+    markers: dict[int, Any] = {}
+    encoder = make(
+        markers, str, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
+    )
+
+    def encode(value: Any) -> str:
+        try:
+            return "".join(encoder(value, 0))
+        except BaseException:
+            markers.clear()  # what the failed call left, so the next one starts clean
+            raise
+
+    return encode
+
+
+def context_json(context: dict[str, Any], base: dict[str, Any], encode: Encode) -> str:
+    """The event's own context as stored: without the gateway handle and without the base
+    keys that are the gateway's own objects (put back on replay)."""
+    if "cfg" not in context and "gateway" not in context:
+        return encode(context)
+    own = {
+        k: v
+        for k, v in context.items()
+        if k != "gateway" and not (k in BASE_KEYS and base.get(k) is v)
+    }
+    return encode(own)
