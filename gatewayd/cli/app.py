@@ -18,7 +18,6 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from gatewayd.cli.parser import build_parser, command_word
 from gatewayd.exits import EXIT_INTERRUPTED, EXIT_OK, UserError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -59,10 +58,28 @@ def handler(key: str) -> Handler:
     return fn
 
 
+def _without_parser(argv: list[str]) -> argparse.Namespace | None:
+    """The arguments of ``gatewayd status [--json]``, as the parser would give them, or None.
+
+    The command a monitor runs in a loop is answered without building its parser: argparse's
+    help formatter and message lookups (``shutil``, ``gettext``, ``locale``) were a third of
+    its wall time (bench/NOTES.md, issue 18). Anything else goes through the parser.
+    """
+    if argv == ["status"] or argv == ["status", "--json"]:
+        return argparse.Namespace(
+            command="status", command_key="status", config=None, json=len(argv) == 2, socket=None
+        )
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``gatewayd`` console script; returns the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(only=command_word(argv)).parse_args(argv)
+    args = _without_parser(argv)
+    if args is None:
+        from gatewayd.cli.parser import build_parser, command_word
+
+        args = build_parser(only=command_word(argv)).parse_args(argv)
     if not hasattr(args, "config"):
         args.config = None
     if args.command_key == "run":

@@ -12,7 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gatewayd.cli.app import HANDLERS, handler
+import pytest
+
+from gatewayd.cli.app import HANDLERS, _without_parser, handler
 from gatewayd.cli.parser import build_parser, command_parsers, is_group
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gatewayd"
@@ -72,3 +74,19 @@ def test_the_daemon_runs_without_the_cli_package() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("argv", [["status"], ["status", "--json"]])
+def test_status_without_the_parser_gives_what_the_parser_gives(argv: list[str]) -> None:
+    fast = _without_parser(argv)
+    assert fast is not None
+    parsed = build_parser(only="status").parse_args(argv)
+    parsed.config = None  # what main() fills in when --config was not given
+    assert vars(fast) == vars(parsed)
+
+
+@pytest.mark.parametrize(
+    "argv", [["status", "--socket", "/x"], ["status", "--config", "c.yaml"], ["reload"], []]
+)
+def test_any_other_command_line_goes_through_the_parser(argv: list[str]) -> None:
+    assert _without_parser(argv) is None
