@@ -35,6 +35,7 @@ BENCHMARKS: dict[str, str] = {
     "decisions": "Hooks that decide",
     "nodehooks": "7. JS/TS hooks: the Node worker",
     "journal": "Durable trigger queue",
+    "redis": "Redis Streams queue: many instances",
 }
 """Module name -> title, in report order."""
 

@@ -4,8 +4,8 @@ A partition is owned through its key ``<ns>:lease:<i>`` holding the owner's inst
 TTL of ``gateway.queue.redis.leaseMs``. Every ``leaseMs / 3`` an instance (:meth:`Leases.tick`):
 
 1. registers itself in ``<ns>:instances`` (expiring ``leaseMs`` from now) and drops expired
-   registrations, which gives the number of live instances and so its fair share,
-   ``ceil(partitions / live)``;
+   registrations, which gives the live instances and so its fair share: ``partitions // live``,
+   plus one for the first ``partitions % live`` instances by id (the shares add up exactly);
 2. renews its leases (a script: only where the key still names it);
 3. takes free partitions (a script: ``SET`` where the key is absent or names it) up to its fair
    share, or offers back the ones above it: those are *released* once their events in hand are
@@ -21,7 +21,6 @@ Each step is a single round trip; every call raises the client's ``ConnectionErr
 
 from __future__ import annotations
 
-import math
 import time
 import zlib
 from typing import Any
@@ -102,10 +101,15 @@ class Leases:
         pipe = self.client.pipeline(transaction=False)
         pipe.zadd(self.keys.instances, {self.instance: now_ms + self.lease_ms})
         pipe.zremrangebyscore(self.keys.instances, "-inf", now_ms)
-        pipe.zcard(self.keys.instances)
-        _, _, live = await pipe.execute()
-        self.live = max(1, int(live))
-        self.fair = math.ceil(self.partitions / self.live)
+        pipe.zrange(self.keys.instances, 0, -1)
+        _, _, members = await pipe.execute()
+        names = sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+        self.live = max(1, len(names))
+        rank = names.index(self.instance) if self.instance in names else 0
+        # Quotas that add up to the partition count: the first (partitions mod live)
+        # instances by id take one more than the rest.
+        base, extra = divmod(self.partitions, self.live)
+        self.fair = base + (1 if rank < extra else 0)
         until = sent + self.lease_ms / 1000 * (1 - SAFETY)
         lost: list[int] = []
         mine = sorted(self.owned)

@@ -119,6 +119,8 @@ class RedisJournal(Journal):
         self._held: defaultdict[int, set[bytes]] = defaultdict(set)
         self._acks: defaultdict[int, list[bytes]] = defaultdict(list)
         self._replies: list[tuple[str, str]] = []
+        self._expiry: dict[str, float] = {}
+        """Origin -> when its reply stream's TTL is set again (once a minute, not per reply)."""
         self._dead_out: list[tuple[str, str]] = []
         self._acking = False
         self._ready: set[int] = set()
@@ -376,8 +378,11 @@ class RedisJournal(Journal):
             for origin, raw in replies:
                 key = self.keys.reply(origin)
                 pipe.xadd(key, {"r": raw}, maxlen=REPLY_MAXLEN, approximate=True)
+            now = time.monotonic()
             for origin in {origin for origin, _ in replies}:  # a dead poster's stream goes
-                pipe.expire(self.keys.reply(origin), REPLY_TTL_S)
+                if self._expiry.get(origin, 0.0) < now:
+                    self._expiry[origin] = now + REPLY_TTL_S / 60
+                    pipe.expire(self.keys.reply(origin), REPLY_TTL_S)
             await pipe.execute()
         except UNREACHABLE as exc:
             self._down(exc)

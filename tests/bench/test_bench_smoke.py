@@ -31,6 +31,7 @@ BENCHMARKS = [
     "decisions",
     "nodehooks",
     "journal",
+    "redis",
 ]
 """The modules ``python -m bench`` runs (``bench.__main__.BENCHMARKS``): one per benchmark of
 issue 7, plus the watcher."""
