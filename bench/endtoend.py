@@ -8,7 +8,9 @@ process) runs 32 closed-loop clients, one connection and one session each.
 
 Baseline, same run, same load generator: ``reference/minimal_daemon.py``, a uvloop process that
 parses each JSON line and answers a fixed 3-line reply (the floor of the socket round trip on
-this stack).
+this stack). The daemon runs with the durable journal (the default) and, as a second daemon on
+its own state dir, with ``gateway.queue.journal: memory``; targets (issue 18): throughput
+>= 0.5x the minimal daemon's, p99 <= 2.5x its p99.
 
 Then head-of-line isolation: one more client on a session whose first hook sleeps 50 ms on every
 message. The other 32 sessions' p99 is compared with their p99 without it; "noise" is the spread
@@ -27,6 +29,11 @@ from bench.workload import env_for, make_state, write_config, write_hook
 
 CLIENTS = 32
 SLOW_MS = 50
+MEMORY_JOURNAL = {"gateway": {"queue": {"journal": "memory"}}}
+RATE_TARGET = 0.5
+"""Throughput target: at least this share of the minimal daemon's (issue 18)."""
+P99_TARGET = 2.5
+"""p99 target: at most this multiple of the minimal daemon's p99 (issue 18)."""
 
 FIRST_HOOK = '''"""Benchmark hook: replies; takes 50 ms for sessions named agent:main:slow-*."""
 
@@ -47,14 +54,14 @@ async def handler(event):
 '''
 
 
-def prepare(base: Path) -> Path:
+def prepare(base: Path, settings: dict[str, Any] | None = None) -> Path:
     state = make_state(base)
     hooks = state / "workspace" / "hooks"
     events = ("message:received",)
     write_hook(hooks, "e2e-0", events=events, source=FIRST_HOOK.format(delay=SLOW_MS / 1000))
     write_hook(hooks, "e2e-1", events=events, source=OTHER_HOOK.format(reply="reply-1"))
     write_hook(hooks, "e2e-2", events=events, source=OTHER_HOOK.format(reply="reply-2"))
-    write_config(state, bundled=True)
+    write_config(state, bundled=True, settings=settings)
     return state
 
 
@@ -93,20 +100,36 @@ def run(scale: Scale) -> Section:
     runs = scale.pick(3, 1)
     seconds = 2.5 if not scale.smoke else 1.0
     warmup = 0.5 if not scale.smoke else 0.3
-    results: dict[str, list[dict[str, Any]]] = {"minimal": [], "gatewayd": [], "slow": []}
+    results: dict[str, list[dict[str, Any]]] = {
+        "minimal": [],
+        "gatewayd": [],
+        "slow": [],
+        "memory": [],
+    }
     with tempfile.TemporaryDirectory(prefix="gatewayd-bench-") as tmp:
-        state = prepare(Path(tmp))
+        state = prepare(Path(tmp) / "sqlite")
         env = env_for(state)
-        with gatewayd(state, env) as gw, minimal(Path(tmp), env) as floor:
-            reply = gw.request({"id": 1, "op": "message", "sessionKey": "probe", "text": "hi"})
-            if reply.get("messages") != ["reply-0", "reply-1", "reply-2"]:
-                raise RuntimeError(f"the benchmark hooks did not answer as expected: {reply}")
+        memory_state = prepare(Path(tmp) / "memory", MEMORY_JOURNAL)
+        memory_env = env_for(memory_state)
+        with (
+            gatewayd(state, env) as gw,
+            gatewayd(memory_state, memory_env) as mem,
+            minimal(Path(tmp), env) as floor,
+        ):
+            for daemon in (gw, mem):
+                reply = daemon.request(
+                    {"id": 1, "op": "message", "sessionKey": "probe", "text": "hi"}
+                )
+                if reply.get("messages") != ["reply-0", "reply-1", "reply-2"]:
+                    raise RuntimeError(f"the benchmark hooks did not answer as expected: {reply}")
             for i in range(runs):
                 progress(f"endtoend round {i + 1}/{runs}")
                 results["minimal"].append(load(floor, seconds, warmup))
                 results["gatewayd"].append(load(gw, seconds, warmup))
+                results["memory"].append(load(mem, seconds, warmup))
                 results["slow"].append(load(gw, seconds, warmup, slow=1))
             gw.stop()
+            mem.stop()
             floor.stop()
 
     def med(name: str, *path: str) -> float:
@@ -121,7 +144,17 @@ def run(scale: Scale) -> Section:
     def runs_of(name: str, key: str) -> dict[str, Any]:
         return {"runs": [r["latency_ms"][key] for r in results[name]]}
 
-    section.add(Figure("minimal.rate", "minimal daemon", med("minimal", "rate"), "msg/s", "higher"))
+    minimal_rate = med("minimal", "rate")
+    minimal_p99 = med("minimal", "latency_ms", "p99")
+    rate_target = Target(
+        f">= {RATE_TARGET}x the minimal daemon ({RATE_TARGET * minimal_rate:.0f} msg/s)",
+        low=RATE_TARGET * minimal_rate,
+    )
+    p99_target = Target(
+        f"<= {P99_TARGET}x the minimal daemon ({P99_TARGET * minimal_p99:.2f} ms)",
+        high=P99_TARGET * minimal_p99,
+    )
+    section.add(Figure("minimal.rate", "minimal daemon", minimal_rate, "msg/s", "higher"))
     section.add(
         Figure("minimal.p50", "minimal daemon", med("minimal", "latency_ms", "p50"), "ms", "lower")
     )
@@ -131,11 +164,12 @@ def run(scale: Scale) -> Section:
     section.add(
         Figure(
             "gatewayd.rate",
-            "throughput",
+            "throughput (durable journal, the default)",
             med("gatewayd", "rate"),
             "msg/s",
             "higher",
             vs=["minimal.rate"],
+            target=rate_target,
             detail={"runs": [round(r["rate"]) for r in results["gatewayd"]]},
             headline=True,
         )
@@ -156,13 +190,38 @@ def run(scale: Scale) -> Section:
     fast = section.add(
         Figure(
             "gatewayd.p99",
-            "latency p99",
+            "latency p99 (durable journal)",
             median(fast_p99s),
             "ms",
             "lower",
             vs=["minimal.p99"],
+            target=p99_target,
             detail=runs_of("gatewayd", "p99"),
             headline=True,
+        )
+    )
+    section.add(
+        Figure(
+            "memory.rate",
+            "throughput, in-memory queue (`gateway.queue.journal: memory`)",
+            med("memory", "rate"),
+            "msg/s",
+            "higher",
+            vs=["minimal.rate"],
+            target=rate_target,
+            detail={"runs": [round(r["rate"]) for r in results["memory"]]},
+        )
+    )
+    section.add(
+        Figure(
+            "memory.p99",
+            "latency p99, in-memory queue",
+            med("memory", "latency_ms", "p99"),
+            "ms",
+            "lower",
+            vs=["minimal.p99"],
+            target=p99_target,
+            detail=runs_of("memory", "p99"),
         )
     )
     noise = max(fast_p99s) - min(fast_p99s)
@@ -193,9 +252,10 @@ def run(scale: Scale) -> Section:
         )
     )
     section.notes.append(
-        f"Median of {runs} interleaved runs of {seconds} s after {warmup} s of warm-up; the load "
-        "generator shares the machine's cores with the daemon, as it does with the minimal "
-        "daemon. Latency is measured by the client, request sent to reply read."
+        f"Median of {runs} interleaved runs of {seconds} s after {warmup} s of warm-up (the "
+        "minimal daemon, gatewayd with its durable journal, gatewayd with `journal: memory`); "
+        "the load generator shares the machine's cores with the daemon, as it does with the "
+        "minimal daemon. Latency is measured by the client, request sent to reply read."
     )
     return section
 
