@@ -1,19 +1,28 @@
 """command-logger: append one JSON line per command to ``<state>/logs/commands.log``.
 
-A plain (sync) handler, so the dispatcher runs it in a worker thread and the file I/O never blocks
-the event loop. Concurrent commands are serialised by an exclusive ``flock`` on a lock file next
-to the log: it excludes other threads (each call opens its own file description), older
-generations of this module still running after a hook reload, and other processes. Inside the
-lock, rotation and the single ``O_APPEND`` write of the line happen as one step.
+An async handler that never waits: it formats the line and adds it to the log's buffer. The
+first line buffered in a turn of the event loop schedules one flush at the end of that turn
+(``loop.call_soon``), which writes every buffered line, in order, with one ``O_APPEND`` write
+(one per file when a rotation falls inside the batch). A thread hop per line (the sync handler
+this was) cost ~120 us of CPU per command on the bench machine; a batch write costs a few us
+per batch (bench/NOTES.md, issue 18).
+
+The flush holds an exclusive ``flock`` on a lock file next to the log, so rotation and the write
+happen as one step also against other processes sharing the state dir. The lock is taken
+without blocking: while another process holds it, the flush is tried again 10 ms later and the
+lines wait in the buffer (in order, nothing dropped). Lines from handlers of older generations
+of this module (after a hook reload) are flushed by their own module's buffer on the same loop,
+so they never interleave either.
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import fcntl
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +32,8 @@ from gatewayd.timestamps import iso_utc
 LOG_NAME = "commands.log"
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 DEFAULT_BACKUPS = 5
+RETRY_S = 0.01
+"""How long a flush waits before trying again while another process holds the lock."""
 
 
 def format_line(event: HookEvent[CommandContext]) -> bytes:
@@ -38,17 +49,6 @@ def format_line(event: HookEvent[CommandContext]) -> bytes:
     return (json.dumps(record, ensure_ascii=False) + "\n").encode()
 
 
-@contextlib.contextmanager
-def locked(lock_path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``lock_path`` (created if needed)."""
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the only descriptor releases the lock
-
-
 def rotate(path: Path, backups: int) -> None:
     """Shift ``path.N-1`` -> ``path.N`` ... ``path`` -> ``path.1``, dropping the oldest."""
     if backups == 0:
@@ -61,39 +61,110 @@ def rotate(path: Path, backups: int) -> None:
     os.replace(path, path.with_name(f"{path.name}.1"))
 
 
-def append_line(path: Path, line: bytes, *, max_bytes: int, backups: int) -> None:
-    """Append ``line`` to ``path`` as one write, rotating first if it would pass ``max_bytes``."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with locked(path.with_name(f"{path.name}.lock")):
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            size = 0
-        if max_bytes and size and size + len(line) > max_bytes:
-            rotate(path, backups)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            view = memoryview(line)
-            while view:  # a regular file takes it in one write; loop only on a short write
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-
-
-def handler(event: HookEvent[CommandContext], ctx: HookContext) -> None:
-    """Log one ``command:<name>`` event; never raises."""
-    path = Path(ctx.state_dir) / "logs" / LOG_NAME
+def _write(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        append_line(
-            path,
-            format_line(event),
-            max_bytes=ctx.int_setting("maxBytes", DEFAULT_MAX_BYTES),
-            backups=ctx.int_setting("backups", DEFAULT_BACKUPS),
-        )
-    except Exception as exc:
-        ctx.log.error(
-            "command_logger.failed",
-            path=str(path),
-            action=event.action,
-            error=f"{type(exc).__name__}: {exc}",
-        )
+        view = memoryview(data)
+        while view:  # a regular file takes it in one write; loop only on a short write
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def append_lines(path: Path, lines: list[bytes], *, max_bytes: int, backups: int) -> None:
+    """Append ``lines`` to ``path`` (the caller holds the lock): one write per file, rotating
+    first whenever the next line would take the log past ``max_bytes``."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        size = 0
+    chunk: list[bytes] = []
+    for line in lines:
+        if max_bytes and size and size + len(line) > max_bytes:
+            if chunk:
+                _write(path, b"".join(chunk))
+                chunk = []
+            rotate(path, backups)
+            size = 0
+        chunk.append(line)
+        size += len(line)
+    if chunk:
+        _write(path, b"".join(chunk))
+
+
+@dataclass
+class _Pending:
+    """The lines buffered for one log file and the settings of the latest."""
+
+    lines: list[tuple[bytes, str]] = field(default_factory=list)
+    """``(line, command action)``; the action names a failed line in the log."""
+    max_bytes: int = DEFAULT_MAX_BYTES
+    backups: int = DEFAULT_BACKUPS
+    log: Any = None
+    """The latest handler call's ``ctx.log`` (bound to this hook's name)."""
+    scheduled: bool = False
+
+
+_pending: dict[Path, _Pending] = {}
+
+
+def flush(path: Path) -> None:
+    """Write what is buffered for ``path`` now (the end of a loop turn); never raises."""
+    pending = _pending.get(path)
+    if pending is None:
+        return
+    pending.scheduled = False
+    if not pending.lines:
+        return
+    lock = path.with_name(f"{path.name}.lock")
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        _failed(pending, path, pending.lines, exc)
+        pending.lines = []
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another process is writing: never wait on the loop
+            pending.scheduled = True
+            asyncio.get_running_loop().call_later(RETRY_S, flush, path)
+            return
+        lines, pending.lines = pending.lines, []
+        try:
+            append_lines(
+                path,
+                [line for line, _ in lines],
+                max_bytes=pending.max_bytes,
+                backups=pending.backups,
+            )
+        except OSError as exc:
+            _failed(pending, path, lines, exc)
+    finally:
+        os.close(fd)  # closing the only descriptor releases the lock
+
+
+def _failed(pending: _Pending, path: Path, lines: list[tuple[bytes, str]], exc: OSError) -> None:
+    pending.log.error(
+        "command_logger.failed",
+        path=str(path),
+        action=lines[0][1],
+        lines=len(lines),
+        error=f"{type(exc).__name__}: {exc}",
+    )
+
+
+async def handler(event: HookEvent[CommandContext], ctx: HookContext) -> None:
+    """Buffer one ``command:<name>`` event's line; written at the end of this loop turn."""
+    path = Path(ctx.state_dir) / "logs" / LOG_NAME
+    pending = _pending.get(path)
+    if pending is None:
+        pending = _pending[path] = _Pending()
+    pending.max_bytes = ctx.int_setting("maxBytes", DEFAULT_MAX_BYTES)
+    pending.backups = ctx.int_setting("backups", DEFAULT_BACKUPS)
+    pending.log = ctx.log
+    pending.lines.append((format_line(event), event.action))
+    if not pending.scheduled:
+        pending.scheduled = True
+        asyncio.get_running_loop().call_soon(flush, path)

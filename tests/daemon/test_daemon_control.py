@@ -44,7 +44,7 @@ def daemon(write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path) ->
         events=["command:count", "command:report"],
         handler=COUNTER,
     )
-    # The bundled command-logger would log each of the 20,000 commands through a worker thread.
+    # The bundled command-logger would write each of the 20,000 commands to its log.
     # The in-memory journal: these tests fill the lanes themselves (with the durable journal each
     # client waits for its group commit instead; tests/journal covers that path).
     daemon = start_daemon(
