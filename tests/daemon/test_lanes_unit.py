@@ -17,6 +17,7 @@ import pytest
 
 from gatewayd.hooks.events import HookEvent, create_hook_event
 from gatewayd.hooks.registry import HookRegistry
+from gatewayd.journal.base import JournalError
 from gatewayd.journal.sqlite import SqliteJournal
 from gatewayd.triggers import Dispatcher, QueueClosed, QueueFull, TriggerQueue
 
@@ -288,3 +289,26 @@ def test_the_bound_is_validated() -> None:
         TriggerQueue(per_session_max=0)
     with pytest.raises(ValueError, match="perSessionWaitMs must be 0 or more"):
         TriggerQueue(per_session_wait_s=-1)
+
+
+def test_an_event_the_journal_refuses_gives_its_session_place_back(tmp_path: Path) -> None:
+    """The journal's refusals (journal_full, or a context it cannot record, as here) are not
+    accepted events: they leave the session's count, so the session is not left full."""
+
+    async def main() -> None:
+        journal = SqliteJournal(tmp_path / "events.db", base=dict, sync="normal")
+        assert await journal.open() == []
+        queue = TriggerQueue(100, journal, per_session_max=1, per_session_wait_s=0)
+        looped: dict[str, Any] = {}
+        looped["self"] = looped
+        bad = create_hook_event("command", "step", "s", {"loop": looped})
+        with pytest.raises(JournalError, match="cannot be recorded"):
+            await queue.post(bad)
+        assert queue.bounds.held == {} and queue.depth == 0
+        await queue.post(event("s", 1))  # the session has room again: accepted at once
+        assert queue.bounds.held == {"s": 1}
+        with pytest.raises(QueueFull):
+            await queue.post(event("s", 2))
+        await journal.close()
+
+    run(main)
