@@ -9,7 +9,8 @@ reads. Anything else gets 404; a request head over :data:`MAX_HEAD` bytes or slo
 :data:`READ_TIMEOUT_S` is dropped.
 
 Families (all prefixed ``gatewayd_``): ``events_total{type}``, ``queue_depth``,
-``queue_capacity``, ``queue_latency_seconds{quantile}``, ``events_dispatched_total``,
+``queue_capacity``, ``queue_refused_total`` (refused with ``queue_full``: their session stayed
+full), ``queue_latency_seconds{quantile}``, ``events_dispatched_total``,
 ``hook_calls_total{hook}``, ``hook_errors_total{hook}``, ``hook_timeouts_total{hook}``,
 ``hook_stalls_total{hook}``, ``hook_duration_seconds{hook}`` (a histogram),
 ``reloads_total{result}``, ``loop_stalls_total``, ``hooks{status}`` (the last load), and
@@ -80,6 +81,11 @@ class GatewayCollector(Collector):
         yield GaugeMetricFamily("gatewayd_queue_depth", "Events queued", value=queue["depth"])
         yield GaugeMetricFamily(
             "gatewayd_queue_capacity", "Events the queue holds", value=queue["capacity"]
+        )
+        yield CounterMetricFamily(
+            "gatewayd_queue_refused",
+            "Events refused with queue_full (their session stayed at gateway.queue.perSessionMax)",
+            value=queue.get("refused", 0),
         )
         yield CounterMetricFamily(
             "gatewayd_events_dispatched", "Events the workers dispatched", value=queue["dispatched"]

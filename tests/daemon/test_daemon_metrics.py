@@ -79,6 +79,7 @@ def test_scrape_parses_and_counts_events_hooks_and_reloads(
     assert _value(samples, "gatewayd_hooks", status="disabled") == 1
     assert _value(samples, "gatewayd_queue_depth") == 0
     assert _value(samples, "gatewayd_queue_capacity") == 1024
+    assert _value(samples, "gatewayd_queue_refused_total") == 0
     assert _value(samples, "gatewayd_events_dispatched_total") >= 5
     assert _value(samples, "gatewayd_queue_latency_seconds", quantile="0.99") >= 0
     with pytest.raises(urllib.error.HTTPError) as missing:
