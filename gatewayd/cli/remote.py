@@ -163,6 +163,11 @@ def format_status(st: dict[str, Any], not_ready: list[dict[str, Any]] | None = N
         f"{queue.get('timeouts', 0)} timed out; latency p50 {latency.get('p50', 0)} ms, "
         f"p99 {latency.get('p99', 0)} ms"
     )
+    if queue.get("refused"):
+        lines.append(
+            f"          {queue['refused']} refused with queue_full (a session stayed at "
+            f"gateway.queue.perSessionMax = {queue.get('per_session_max')})"
+        )
     journal = queue.get("journal") or {}
     if journal.get("backend") == "sqlite":
         lines.append(

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tests.support.cli import RunCli
 from tests.support.control import Control
 from tests.support.fixtures import StartDaemon
 from tests.support.hooks import WriteHook
@@ -103,7 +104,7 @@ def test_a_flooded_session_does_not_stall_another(
 
 
 def test_a_session_that_stays_full_gets_queue_full_and_nothing_accepted_is_lost(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path, run_cli: RunCli
 ) -> None:
     daemon = _gated_daemon(
         write_hook,
@@ -126,6 +127,10 @@ def test_a_session_that_stays_full_gets_queue_full_and_nothing_accepted_is_lost(
         assert other.ok("trigger", event="command:quick", sessionKey="B")["messages"] == ["quick B"]
         status = other.ok("status")["status"]["queue"]
         assert status["refused"] == len(refused)
+        shown = run_cli("status")
+        assert shown.returncode == 0, shown.stderr
+        assert f"{len(refused)} refused with queue_full" in shown.stdout
+        assert "gateway.queue.perSessionMax = 2" in shown.stdout
         (state_dir / "gate").touch()
         total = len(accepted) + 1
         records = wait_until(
