@@ -154,23 +154,35 @@ class RedisJournal(Journal):
             options["password"] = self._password
         try:
             self._client = aioredis.Redis.from_url(self.settings.url, **options)
+        except ValueError as exc:
+            raise JournalError(
+                f"gateway.queue.redis.url {self.url!r} is not a Redis URL ({exc}): use "
+                "redis://host:port/db, rediss://... or unix:///path/redis.sock"
+            ) from None
+        try:
             await self._client.ping()
             await self._check_meta()
             await self._ensure_groups()
+            self.leases = Leases(
+                self._client, self.keys, self.instance, self.partitions, self.settings.lease_ms
+            )
+            self._up()
+            await consumer.lease_round(self)  # take a share now: status shows it at once
         except (OSError, rex.ConnectionError, rex.TimeoutError) as exc:
             await self._drop_client()
             raise QueueUnavailable(
                 f"cannot reach Redis at {self.url} ({type(exc).__name__}: {exc}); start "
                 "redis-server there or fix gateway.queue.redis.url"
             ) from None
+        except rex.RedisError as exc:  # refused: a key of the namespace holds something else
+            await self._drop_client()
+            raise JournalError(
+                f"Redis at {self.url} refused the queue's setup ({exc}); check that the "
+                f"namespace {self.keys.ns!r} (gateway.queue.redis.namespace) is gatewayd's alone"
+            ) from None
         except JournalError:
             await self._drop_client()
             raise
-        self.leases = Leases(
-            self._client, self.keys, self.instance, self.partitions, self.settings.lease_ms
-        )
-        self._up()
-        await consumer.lease_round(self)  # take a share now: status shows it from the start
         for coro in (consumer.maintain(self), consumer.reader(self), consumer.reply_reader(self)):
             self._spawn(coro)
         log.info(

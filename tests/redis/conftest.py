@@ -75,11 +75,14 @@ class Instances:
         self.config = config
         return [self.add() for _ in range(n)]
 
-    def add(self, *, start: bool = True) -> Daemon:
+    def add(self, *, start: bool = True, hooks: dict[str, str] | None = None) -> Daemon:
+        """One more instance; ``hooks``: more hooks on ``command:work`` (name -> handler)."""
         state = new_state_dir()
         write_config(state, instance_config(self.server.url, **self.config))
         hook = HOOK.replace("RECORD", repr(str(self.record)))
         write_hook_dir(state / "hooks", "recorder", events=["command:work"], handler=hook)
+        for name, handler in (hooks or {}).items():
+            write_hook_dir(state / "hooks", name, events=["command:work"], handler=handler)
         daemon = Daemon(state)
         self.daemons.append(daemon)
         if start:

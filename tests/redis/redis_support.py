@@ -95,6 +95,7 @@ def instance_config(
     concurrency: int = 4,
     capacity: int = 256,
     wait_ms: int = 30_000,
+    entries: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The config of one instance on ``url`` (the bundled hooks off: only the tests' run)."""
     return {
@@ -112,5 +113,5 @@ def instance_config(
             },
             "startupHookDelayMs": 0,
         },
-        "hooks": {"entries": {"command-logger": {"enabled": False}}},
+        "hooks": {"entries": {"command-logger": {"enabled": False}, **(entries or {})}},
     }
