@@ -172,10 +172,11 @@ import os
 def handler(event):
     os.close(2)
     os.close(1)
+    os.close(0)
 """
 
 
-def test_a_hook_closing_stderr_does_not_silence_the_daemon(
+def test_a_hook_closing_fds_0_to_2_does_not_silence_the_daemon(
     write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
     write_hook(state_dir / "hooks", "closer", events=["command:close"], handler=CLOSES)
@@ -183,7 +184,7 @@ def test_a_hook_closing_stderr_does_not_silence_the_daemon(
     with daemon.control() as ctl:
         ctl.ok("message", sessionKey="s", text="/close")
     # Restored within a second, with a line that says so, on the real stderr.
-    assert daemon.wait_log("hook.closed_std_fds", timeout=30)["fds"] == [1, 2]
+    assert daemon.wait_log("hook.closed_std_fds", timeout=30)["fds"] == [0, 1, 2]
     with daemon.control() as ctl:
         ctl.ok("message", sessionKey="later", text="hello")
     wait_until(lambda: daemon.events("session.started"), what="later log lines")
