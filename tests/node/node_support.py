@@ -76,6 +76,14 @@ def rss_kib(pid: int) -> int:
     raise AssertionError(f"no VmRSS for pid {pid}")
 
 
+def process_identity(pid: int) -> tuple[int, int]:
+    """``pid`` with its start time in clock ticks since boot (``/proc/PID/stat`` field 22): two
+    processes never share both, where a busy machine (pid_max 32768 here) reuses bare pids."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    # Field 2 (the command) may hold spaces and parentheses: count fields after its last ')'.
+    return pid, int(stat.rsplit(")", 1)[1].split()[19])
+
+
 def node_children(pid: int) -> list[int]:
     """Pids of the ``worker.mjs`` processes whose parent is ``pid``."""
     found = []

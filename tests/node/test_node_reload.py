@@ -23,6 +23,7 @@ from gatewayd.hooks.runners import Outcome
 from tests.node.node_support import (
     SYSTEM_NODE,
     WHEEL_NODE,
+    process_identity,
     rss_kib,
     wheel_binary,
     with_runtime,
@@ -197,21 +198,22 @@ def test_an_older_node_loads_each_generation_into_a_fresh_worker(tmp_path: Path)
 
 def reload_rss(binary: NodeBinary, hook_dir: Path, reloads: int) -> dict[str, Any]:
     """``reloads`` edits of ``hook_dir``'s helper, each loaded, activated and called; the RSS of
-    the current worker every 10 reloads, its pids, the most workers alive at once."""
+    the current worker every 10 reloads, its workers (pid, start time), the most workers alive
+    at once."""
     handler = next(p for p in hook_dir.iterdir() if p.stem == "handler")
     helper = next(p for p in hook_dir.rglob("greet.*"))
     suffix = helper.suffix
 
     async def body(runtime: NodeRuntime) -> dict[str, Any]:
         rss: list[int] = []
-        pids: set[int] = set()
+        pids: set[tuple[int, int]] = set()
         most = 0
         for n in range(1, reloads + 1):
             typed = ": string" if suffix == ".ts" else ""
             helper.write_text(f"export const greet = (w{typed}) => `v{n} ${{w}}`;\n")
             hooks, pid = await generation_of(runtime, binary, {"live": handler})
             assert await say(hooks["live"]) == (Outcome.OK, [f"v{n} ts"])  # never stale
-            pids.add(pid)
+            pids.add(process_identity(pid))
             most = max(most, len(runtime.workers))
             if n % 10 == 0:
                 rss.append(rss_kib(pid))
