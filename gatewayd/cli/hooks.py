@@ -243,6 +243,7 @@ def cli_check(args: argparse.Namespace) -> int:
                 "ok": ok,
                 "summary": result.summary(),
                 "rejectedRoots": list(result.rejected_roots),
+                "notHooks": list(result.not_hooks),
                 "hooks": [r.to_json() for r in attention],
             }
         )
@@ -256,6 +257,8 @@ def cli_check(args: argparse.Namespace) -> int:
             print(f"    - {reason}")
         for warning in record.warnings:
             print(f"    ! {warning}")
+    for note in result.not_hooks:
+        print(f"not a hook  {note}")
     if not attention:
         print("all hooks ready")
     return 0 if ok else 1

@@ -26,6 +26,7 @@ from gatewayd.cli.common import load_config_or_exit
 from gatewayd.client import QUICK_TIMEOUT_S, request, socket_path
 from gatewayd.exits import UserError
 from gatewayd.hooks.loader import SKIPPED_STATUSES, HookLoader, HookRecord
+from gatewayd.hooks.node.loading import check_node_hooks
 from gatewayd.logging import configure_logging
 
 
@@ -124,6 +125,8 @@ def local_view(args: argparse.Namespace) -> HookView:
         loader = HookLoader()
         try:
             result = loader.build(config.load_spec())
+            if any(getattr(h.node, "events", False) for h, _ in result.handlers):
+                check_node_hooks(result)  # a JS/TS single-file hook's events are in its code
         finally:
             loader.close()
     return HookView(

@@ -7,6 +7,17 @@ Hook authors import from here and nowhere else::
     async def handler(event: HookEvent[CommandContext], ctx: HookContext) -> None:
         event.messages.append(f"Hello, {event.context.get('args') or 'there'}!")
 
+A single-file hook (one ``.py`` file in a hook root, no ``HOOK.md``) defines its events map with
+:func:`define_hook`; its handlers' ``ctx`` is an :class:`EventContext` (Eve's ``agent.name``,
+``channel.kind``, ``session.id``, plus the hook's own context)::
+
+    from gatewayd.hooks import EventContext, HookEvent, define_hook
+
+    async def on_start(event: HookEvent, ctx: EventContext) -> None:
+        event.messages.append(f"hello from {ctx.agent.name}")
+
+    hook = define_hook(events={"session.started": on_start})
+
 Each event's context type (``CommandContext``, ``SessionContext``, ...) is declared once in
 :mod:`gatewayd.hooks.schema`, with which fields handlers may change; docs/hooks.md section 4
 documents the same fields (a test keeps the two in step). Everything else under
@@ -14,6 +25,7 @@ documents the same fields (a test keeps the two in step). Everything else under
 gateway's own machinery and may change without notice.
 """
 
+from gatewayd.hooks.define import EventContext, HookDefinition, define_hook
 from gatewayd.hooks.events import HookEvent, create_hook_event
 from gatewayd.hooks.handlers import HookContext
 from gatewayd.hooks.registry import register_hook, unregister_hook
@@ -50,10 +62,12 @@ __all__ = [
     "BootstrapFile",
     "CommandContext",
     "CompactionContext",
+    "EventContext",
     "GatewayHandle",
     "GatewayShutdownContext",
     "GatewayStartupContext",
     "HookContext",
+    "HookDefinition",
     "HookEvent",
     "MessageEnrichedContext",
     "MessageReceivedContext",
@@ -66,6 +80,7 @@ __all__ = [
     "ToolResultContext",
     "ToolResultPersistContext",
     "create_hook_event",
+    "define_hook",
     "register_hook",
     "unregister_hook",
 ]

@@ -1,7 +1,8 @@
 """What a reload changed: files, and hooks added, changed, removed and failed, by name.
 
 The daemon keeps a :func:`fingerprints` of the hooks of each load (size and mtime of the files in
-each ready hook's directory) and, after a reload, :func:`load_changes` compares the two loads:
+each ready hook's directory, or of a single-file hook's file) and, after a reload,
+:func:`load_changes` compares the two loads:
 
 ``added``    ready now, and was not before (new, or it recovered from another status);
 ``changed``  ready before and now, and its record (events, path, ...) or its files changed;
@@ -28,6 +29,13 @@ MAX_FILES = 50
 
 
 def _fingerprint(directory: str) -> Fingerprint:
+    """A hook directory's top-level files, or a single-file hook's one file."""
+    if os.path.isfile(directory):
+        try:
+            st = os.stat(directory)
+        except OSError:
+            return ()
+        return ((os.path.basename(directory), st.st_mtime_ns, st.st_size),)
     found = []
     try:
         with os.scandir(directory) as entries:

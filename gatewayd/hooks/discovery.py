@@ -12,6 +12,12 @@ still claims its name and is seen as broken instead of the lower-precedence hook
 place. A later root wins a conflict and the loser is marked shadowed; two same-name hooks in one
 root: the first (sorted) wins.
 
+A root also holds single-file hooks (Eve's shape): a ``.py``/``.ts``/``.js``/``.mjs`` file
+outside any hook directory that calls ``define_hook(`` / ``defineHook(``, named by its path
+without the suffix (``auth/load-profile``); the rule and what is skipped are in
+``filescan.py``. They come after the root's hook directories, so a directory wins a name both
+claim. Their events are in the code, so their manifest is a stand-in with none.
+
 Handler lookup, first match wins: ``handler.py``, ``handler.ts``, ``handler.js``,
 ``handler.mjs``, ``handler`` (executable), then the same for ``index`` -- a few ``stat`` calls per
 hook, no directory walk (a hook with none is listed once, to name what it holds instead).
@@ -26,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from gatewayd.hooks.filescan import scan_files
 from gatewayd.hooks.metadata import HookManifest, ManifestCache, ManifestError
 from gatewayd.hooks.spec import LoadSpec
 from gatewayd.paths import is_inside
@@ -100,6 +107,8 @@ class FoundHook:
     """Why no handler was found, when ``handler`` is None."""
     shadowed_by: str | None = None
     """Why another hook wins this one's name, when it does."""
+    single_file: bool = False
+    """A single-file hook: ``path`` and ``handler`` are its file, its events are in its code."""
 
     @property
     def name(self) -> str:
@@ -113,6 +122,8 @@ class Discovery:
     roots: list[HookRoot]
     hooks: list[FoundHook]
     rejected_roots: list[str] = field(default_factory=list)
+    not_hooks: list[str] = field(default_factory=list)
+    """``path: reason`` for each code file in a root that is not a single-file hook."""
 
 
 def hook_roots(spec: LoadSpec) -> tuple[list[HookRoot], list[str]]:
@@ -187,8 +198,11 @@ def _entries(root: HookRoot) -> Iterator[Path]:
             yield hook_dir
 
 
-def scan(root: HookRoot, manifests: ManifestCache) -> list[FoundHook]:
-    """The hooks in one root, in sorted order, with manifests parsed and handlers looked up."""
+def scan(
+    root: HookRoot, manifests: ManifestCache, not_hooks: list[str] | None = None
+) -> list[FoundHook]:
+    """The hooks in one root: directories in sorted order, with manifests parsed and handlers
+    looked up, then single-file hooks; ``not_hooks`` gets why other code files are not hooks."""
     found = []
     for hook_dir in _entries(root):
         hook_md = next(
@@ -203,6 +217,22 @@ def scan(root: HookRoot, manifests: ManifestCache) -> list[FoundHook]:
             errors = exc.errors
         handler, command, problem = find_handler(hook_dir)
         found.append(FoundHook(root, hook_dir, manifest, errors, handler, command, problem))
+    files, notes = scan_files(root.path)
+    if not_hooks is not None:
+        not_hooks.extend(notes)
+    for file in files:
+        stand_in = HookManifest(path=file.path, name=file.name, hook_key=file.name)
+        hook = FoundHook(
+            root,
+            file.path,
+            stand_in,
+            [],
+            None if file.problem else file.path,
+            False,
+            file.problem,
+            single_file=True,
+        )
+        found.append(hook)
     return found
 
 
@@ -214,10 +244,11 @@ def discover(spec: LoadSpec, manifests: ManifestCache | None = None) -> Discover
         manifests = ManifestCache()
     roots, rejected = hook_roots(spec)
     hooks: list[FoundHook] = []
+    not_hooks: list[str] = []
     winner: dict[str, FoundHook] = {}
     for root in roots:
         in_root: dict[str, FoundHook] = {}
-        for hook in scan(root, manifests):
+        for hook in scan(root, manifests, not_hooks):
             hooks.append(hook)
             first = in_root.get(hook.name)
             if first is not None:
@@ -235,4 +266,4 @@ def discover(spec: LoadSpec, manifests: ManifestCache | None = None) -> Discover
                 )
             winner[hook.name] = hook
     manifests.retain({hook.path / f for hook in hooks for f in MANIFEST_FILES})
-    return Discovery(roots, hooks, rejected)
+    return Discovery(roots, hooks, rejected, not_hooks)

@@ -42,6 +42,7 @@ from gatewayd.hooks.cfgview import hook_cfg, public_cfg
 from gatewayd.hooks.discovery import Discovery, FoundHook, HookRoot, discover
 from gatewayd.hooks.eligibility import EligibilityChecker, empty_missing
 from gatewayd.hooks.events import EventKeyError, parse_event_key
+from gatewayd.hooks.filehooks import FileHookError, definition_of, describe, python_handlers
 from gatewayd.hooks.handlers import (
     DEFAULT_PRIORITY,
     Handler,
@@ -133,6 +134,8 @@ class LoadResult:
     """Ready file hooks and their event keys, in load order (for ``set_file_hooks``)."""
     rejected_roots: list[str] = field(default_factory=list)
     """``hooks.load.extraDirs`` entries refused because they resolve outside the state dir."""
+    not_hooks: list[str] = field(default_factory=list)
+    """``path: reason`` for each code file in a root that is not a single-file hook."""
     node_binary: NodeBinary | None = None
     """The Node chosen to run this load's JS/TS handlers (``None`` when there are none)."""
     node_records: dict[Handler, HookRecord] = field(default_factory=dict)
@@ -144,7 +147,7 @@ class LoadResult:
         record = self.node_records[handler]
         record.status, record.reasons = "failed", [reason]
         self.handlers = [(h, keys) for h, keys in self.handlers if h is not handler]
-        self.registered = len(self.handlers)
+        self.registered = sum(r.status == "ready" for r in self.records)
         self.failed.append(record.summary_line())
 
     @property
@@ -356,26 +359,7 @@ class _Builder:
             )
             return node.handler
         package = package_name(self.importer.root, name, directory, kind)
-        self.packages.add(package)
-        bound_s = timeout_s or self.spec.timeout_ms / 1000  # the hook's own timeout bounds it
-        try:
-            module = call_within(
-                bound_s,
-                f"importing {handler_file}",
-                self.importer.load,
-                package,
-                directory,
-                handler_file.name,
-                allow_links=allow_links,
-            )
-        except TimedOut as exc:
-            raise _Failure(
-                f"{exc}; remove what blocks at import time (move it into the handler)"
-            ) from None
-        except UnsafePathError as exc:  # the importer checks every file it loads
-            raise _Failure(str(exc)) from None
-        except BaseException as exc:  # a hook's module code may raise anything, even SystemExit
-            raise _Failure(f"import failed: {_import_error(exc, directory)}") from None
+        module = self.import_module(package, handler_file, directory, timeout_s, allow_links)
         if hermes_events is not None:
             export = export or ENTRY_POINT
         fn, attr = _export(module, export, handler_file)
@@ -397,6 +381,102 @@ class _Builder:
             raise _Failure(str(exc)) from None
         handler.cfg = hook_cfg(self.public_cfg, self.spec.effective_config, hook_key)
         return handler
+
+    def import_module(
+        self,
+        package: str,
+        handler_file: Path,
+        directory: str,
+        timeout_s: float | None,
+        allow_links: bool,
+    ) -> types.ModuleType:
+        """Run ``handler_file`` fresh as a module of ``package``; raise :class:`_Failure`."""
+        self.packages.add(package)
+        bound_s = timeout_s or self.spec.timeout_ms / 1000  # the hook's own timeout bounds it
+        try:
+            return call_within(
+                bound_s,
+                f"importing {handler_file}",
+                self.importer.load,
+                package,
+                directory,
+                handler_file.name,
+                allow_links=allow_links,
+            )
+        except TimedOut as exc:
+            raise _Failure(
+                f"{exc}; remove what blocks at import time (move it into the handler)"
+            ) from None
+        except UnsafePathError as exc:  # the importer checks every file it loads
+            raise _Failure(str(exc)) from None
+        except BaseException as exc:  # a hook's module code may raise anything, even SystemExit
+            raise _Failure(f"import failed: {_import_error(exc, directory)}") from None
+
+    def add_file(
+        self, hook: FoundHook, record: HookRecord, entry: EntrySpec, allowed_roots: list[str]
+    ) -> None:
+        """A single-file hook (``filehooks.py``): a Python one is imported here and gets one
+        handler per events-map entry; a JS/TS one gets a stand-in that the Node worker's import
+        replaces with its entries (``node/loading.py``)."""
+        name, file = record.name, hook.path
+        allow_links = hook.root.source == "bundled"
+        try:
+            if hook.handler is None:
+                raise _Failure(hook.handler_problem or f"{file}: not a hook file")
+            try:
+                real = real_path(file, hook.root.path, hook.root.real)[0]
+            except OSError as exc:
+                raise _Failure(f"{file}: cannot stat: {exc.strerror or exc}") from None
+            if not any(is_inside(real, root, strict=True) for root in allowed_roots):
+                raise _Failure(
+                    f"{file}: resolves to {real}, outside every hook root; "
+                    "move the file into a hook root instead of linking to it"
+                )
+            directory = os.path.dirname(real)
+            try:
+                check_file(real, directory, allow_links=allow_links)
+            except UnsafePathError as exc:
+                raise _Failure(str(exc)) from None
+            ctx = self.context(name, record.hook_key, entry)
+            timeout_s = self.timeout_s(entry, None)
+            priority = entry.priority if entry.priority is not None else DEFAULT_PRIORITY
+            cfg = hook_cfg(self.public_cfg, self.spec.effective_config, record.hook_key)
+            if file.suffix in JS_SUFFIXES:
+                node = NodeHook(name, Path(real), None, record.hook_key, events=True)
+                node.handler = Handler(
+                    hook=name,
+                    hook_key=record.hook_key,
+                    kind=HandlerKind.NODE,
+                    ctx=ctx,
+                    node=node,
+                    env=dict(entry.env),
+                    timeout_s=timeout_s,
+                    priority=priority,
+                    source=hook.root.source,
+                    cfg=cfg,
+                )
+                self.handlers.append((node.handler, []))
+                self.node_records[node.handler] = record
+                return
+            package = package_name(self.importer.root, name, real, "file")
+            module = self.import_module(package, file, directory, timeout_s, allow_links)
+            try:
+                definition = definition_of(module, file)
+                built = python_handlers(
+                    definition, name, ctx, timeout_s, priority, hook.root.source, str(file)
+                )
+            except (FileHookError, HandlerSignatureError) as exc:
+                raise _Failure(str(exc)) from None
+        except _Failure as exc:
+            record.status, record.reasons = "failed", [str(exc)]
+            return
+        describe(record, list(definition.events), definition.description)
+        if not definition.events:
+            record.status, record.reasons = "skipped", [f"{file}: its events map is empty"]
+            return
+        for handler, keys in built:
+            handler.cfg = cfg
+            self.handlers.append((handler, keys))
 
     def add_found(self, hook: FoundHook, allowed_roots: list[str]) -> None:
         manifest = hook.manifest
@@ -463,6 +543,9 @@ class _Builder:
             return
         if opted_out:
             record.status, record.reasons = "disabled", [opt_in_reason(manifest.hook_key)]
+            return
+        if hook.single_file:
+            self.add_file(hook, record, entry, allowed_roots)
             return
         if not manifest.events:
             record.status, record.reasons = "skipped", [no_events_reason(manifest)]
@@ -617,12 +700,13 @@ class _Builder:
         return LoadResult(
             discovered=len(self.records),
             eligible=self.eligible,
-            registered=len(self.handlers),
+            registered=sum(r.status == "ready" for r in self.records),
             skipped=skipped,
             failed=failed,
             records=self.records,
             handlers=self.handlers,
             rejected_roots=found.rejected_roots,
+            not_hooks=found.not_hooks,
             node_binary=self.node.binary if self.node is not None else None,
             node_records=self.node_records,
         )

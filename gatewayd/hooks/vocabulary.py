@@ -9,7 +9,11 @@ may name an event
 * by an OpenClaw plugin-hook name, ``message_sending``, ``before_tool_call``, ... in ``_`` or
   ``-`` spelling (``message-sending``), mapped by :data:`PLUGIN_HOOKS`;
 * by OpenClaw's own internal names where they differ (``session:compact:before``);
-* by a Hermes name: ``command:*`` (every command), ``agent:start``, ``session:reset``.
+* by a Hermes name: ``command:*`` (every command), ``agent:start``, ``session:reset``;
+* by an Eve stream name (``session.started``, ``message.completed``, ...), mapped by
+  :data:`EVE_EVENTS` where this gateway has the same moment; one it has no equivalent for is
+  kept with a warning that says what to use instead, an unknown dotted name suggests the
+  nearest Eve name.
 
 The mapping rule for plugin-hook names: where OpenClaw has an internal event for the same moment,
 the name maps to it (``message_received`` -> ``message:received``, ``gateway_start`` ->
@@ -64,6 +68,49 @@ ALIASES: Final[dict[str, tuple[str, ...]]] = {
 """Names other systems use for events this gateway has (Hermes; OpenClaw's internal compaction
 events), and the keys they stand for."""
 
+EVE_EVENTS: Final[dict[str, tuple[str, ...]]] = {
+    "session.started": ("session:start",),
+    "session.completed": ("session:end",),
+    "message.received": ("message:received",),
+    "message.completed": ("message:sent",),
+    "turn.started": ("agent:before_start",),
+    "turn.completed": ("agent:end",),
+    "actions.requested": ("agent:before_tool_call",),
+    "action.result": ("agent:after_tool_call",),
+    "compaction.requested": ("agent:before_compaction",),
+    "compaction.completed": ("agent:after_compaction",),
+}
+"""Eve's stream events that have an equivalent here, and the keys they stand for."""
+
+EVE_UNMAPPED: Final[dict[str, str]] = {
+    "turn.failed": "agent:end fires after every turn: subscribe to turn.completed and read "
+    "event.context['success'] and ['error']",
+    "turn.cancelled": "agent:end fires after every turn: subscribe to turn.completed",
+    "session.waiting": "sessions do not park here: subscribe to message.completed (message:sent)",
+    "session.failed": "sessions do not fail here: subscribe to session.completed (session:end)",
+    "step.started": "model steps are the agent runtime's: subscribe to turn.started",
+    "step.completed": "model steps are the agent runtime's: subscribe to turn.completed",
+    "step.failed": "model steps are the agent runtime's: subscribe to turn.completed",
+    "message.appended": "replies are not streamed: subscribe to message.completed",
+    "reasoning.appended": "reasoning is not streamed: subscribe to turn.completed",
+    "reasoning.completed": "reasoning is not streamed: subscribe to turn.completed",
+    "action.input.appended": "tool input is not streamed: subscribe to actions.requested",
+    "action.partial": "tool progress is not streamed: subscribe to action.result",
+    "input.requested": "no human-input requests here",
+    "input.resolved": "no human-input requests here",
+    "task.started": "no tasks here: subscribe to actions.requested",
+    "task.detached": "no tasks here: subscribe to action.result",
+    "task.settled": "no tasks here: subscribe to action.result",
+    "result.completed": "no structured results here: subscribe to turn.completed",
+    "authorization.required": "no connection authorization here",
+    "authorization.completed": "no connection authorization here",
+    "subagent.called": "subagent calls are tool calls here: subscribe to actions.requested",
+    "subagent.completed": "subagent calls are tool calls here: subscribe to action.result",
+    "context.cleared": "subscribe to command:new and command:reset",
+}
+"""Eve's stream events with no equivalent here, and what to use instead."""
+
+_EVE_SHAPE = re.compile(r"^[a-z]+(?:\.[a-z]+)+$")
 _SHAPE = re.compile(r"^[a-z]+(?::[A-Za-z0-9_.:-]+)?$")
 _COMMAND_ACTION = re.compile(r"^[a-z0-9_-]+$")
 
@@ -135,6 +182,8 @@ def resolve(name: str) -> Resolution:
     written = name.strip()
     if written == "*":
         return Resolution(written, ("*",))
+    if _EVE_SHAPE.match(written):
+        return _resolve_eve(written)
     plugin = written.lower().replace("-", "_")
     if plugin in PLUGIN_HOOKS:
         key = PLUGIN_HOOKS[plugin]
@@ -163,6 +212,24 @@ def resolve(name: str) -> Resolution:
         why = f"no {etype} event is called {action!r}"
         return Resolution(written, (written,), (_unknown(written, why),))
     return Resolution(written, (written,), () if spec.fired else (_not_fired(written, written),))
+
+
+def _resolve_eve(written: str) -> Resolution:
+    """An Eve stream name: its keys here, or a warning saying there is none (and what to use)."""
+    keys = EVE_EVENTS.get(written)
+    if keys is not None:
+        idle = [k for k in keys if not EVENTS[k].fired]
+        return Resolution(written, keys, tuple(_not_fired(written, k) for k in idle))
+    instead = EVE_UNMAPPED.get(written)
+    never = "no emitter produces it, so the hook never runs for it"
+    if instead is not None:
+        warning = f"events: {written!r}: an Eve event with no equivalent here ({instead}); {never}"
+        return Resolution(written, (), (warning,))
+    names = [*EVE_EVENTS, *EVE_UNMAPPED]
+    close = difflib.get_close_matches(written, names, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    warning = f"events: {written!r}: not an Eve event name (known: {', '.join(EVE_EVENTS)}); "
+    return Resolution(written, (), (warning + never + hint,))
 
 
 def resolve_all(names: tuple[str, ...] | list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from gatewayd.hooks.filehooks import expand_node_hook
 from gatewayd.hooks.handlers import HandlerKind
 from gatewayd.hooks.node.runtime import Generation, NodeRuntime
 
@@ -24,6 +25,8 @@ async def load_node_hooks(result: LoadResult, runtime: NodeRuntime) -> Generatio
 
     Handlers whose module fails to import (a syntax error, a missing export, a throw at the top
     level, an import that never settles) are removed from ``result`` with their reason.
+    A single-file hook's stand-in is replaced by its events-map entries
+    (``filehooks.expand_node_hook``).
     """
     pending = [handler for handler, _ in result.handlers if handler.kind is HandlerKind.NODE]
     if not pending:
@@ -37,6 +40,8 @@ async def load_node_hooks(result: LoadResult, runtime: NodeRuntime) -> Generatio
     for handler in pending:
         if (reason := errors.get(handler.node)) is not None:
             result.fail(handler, reason)
+        elif handler.node.events:  # a single-file hook: one handler per events-map entry
+            expand_node_hook(result, handler)
     return generation if generation.worker is not None else None
 
 

@@ -76,6 +76,12 @@ class NodeHook:
     generation: Generation | None = None
     """Set by :meth:`NodeRuntime.load` when the import succeeded."""
     id: str = ""
+    events: bool = False
+    """A single-file hook: the module's default export is ``defineHook({events})``, each of
+    whose entries is called through a :class:`NodeSubscription`."""
+    events_found: tuple[str, ...] = ()
+    """The events map's names, as the worker's import found them."""
+    description: str = ""
     _cfg: object = field(default=None, repr=False)
     _cfg_json: str | None = field(default=None, repr=False)
 
@@ -104,16 +110,37 @@ class NodeHook:
         return await self.generation.call(self, event, timeout_s)
 
 
+@dataclass(eq=False)
+class NodeSubscription:
+    """One entry of a JS/TS single-file hook's events map: what its registry handler runs."""
+
+    hook: NodeHook
+    on: str
+    """The entry's name as written in the events map."""
+    handler: Handler | None = None
+
+    async def run(self, event: HookEvent, timeout_s: float) -> Outcome:
+        """Call the entry ``on`` of the hook's events map with ``(event, ctx)``."""
+        hook = self.hook
+        if hook.generation is None:
+            return _report_error(hook, event, "the hook was never loaded into a node worker")
+        return await hook.generation.call(hook, event, timeout_s, self.on, self.handler)
+
+
 _AT = re.compile(r"\(at (.+:\d+):\d+\)$")
 
 
-def _report_error(hook: NodeHook, event: HookEvent, error: str) -> Outcome:
-    """Log and count a JS handler's failure as ``runners.report_failure`` does a Python one's;
-    ``where`` is the ``file:line`` the worker found in the JS stack, if any."""
-    assert hook.handler is not None
+def _report_error(
+    hook: NodeHook, event: HookEvent, error: str, handler: Handler | None = None
+) -> Outcome:
+    """Log and count a JS handler's failure as ``runners.report_failure`` does a Python one's
+    (on ``handler``, default the hook's); ``where`` is the ``file:line`` the worker found in the
+    JS stack, if any."""
+    handler = handler or hook.handler
+    assert handler is not None
     match = _AT.search(error)
     where = match[1] if match else None
-    hook.handler.stats.error(error, where)
+    handler.stats.error(error, where)
     hook_log.error(
         "hook.error",
         hook=hook.name,
@@ -212,6 +239,7 @@ class Generation:
                 "file": str(hook.file),
                 "export": hook.export,
                 "tag": self.tag,
+                "events": hook.events,
             }
             futures.append((hook, worker.request({"op": "load", "hook": spec})))
         errors: dict[NodeHook, str] = {}
@@ -225,8 +253,12 @@ class Generation:
                     continue
                 if not reply.get("ok"):
                     errors[hook] = f"{hook.file}: import failed: {reply.get('error')}"
-                elif isinstance(rss := reply.get("rss"), int):
-                    worker.rss = rss
+                else:
+                    if isinstance(rss := reply.get("rss"), int):
+                        worker.rss = rss
+                    if hook.events:
+                        hook.events_found = tuple(str(n) for n in reply.get("events") or ())
+                        hook.description = str(reply.get("description") or "")
         # The timeout cancels the future it interrupted: cancelled or still waiting is stuck.
         stuck = [hook for hook, future in futures if future.cancelled() or not future.done()]
         for _, future in futures:
@@ -247,13 +279,23 @@ class Generation:
             worker.first_rss = worker.rss
         return errors
 
-    async def call(self, hook: NodeHook, event: HookEvent, timeout_s: float) -> Outcome:
-        """Run ``hook`` on ``event`` in this generation's worker within ``timeout_s``.
+    async def call(
+        self,
+        hook: NodeHook,
+        event: HookEvent,
+        timeout_s: float,
+        on: str | None = None,
+        handler: Handler | None = None,
+    ) -> Outcome:
+        """Run ``hook`` (its events-map entry ``on``, for a single-file hook) on ``event`` in
+        this generation's worker within ``timeout_s``; failures are counted on ``handler``
+        (default: the hook's).
 
         The usual case (a live worker) costs one timer, not a cancel scope: the reply future
         fails with :class:`_Expired` when the time is up.
         """
-        assert hook.handler is not None
+        counted = handler or hook.handler
+        assert counted is not None
         loop = asyncio.get_running_loop()
         left = timeout_s
         worker = self.worker
@@ -261,9 +303,9 @@ class Generation:
             deadline = loop.time() + timeout_s
             found = await self._wait_for_worker(timeout_s)
             if found is None:
-                return report_timeout(hook.handler, event, timeout_s)
+                return report_timeout(counted, event, timeout_s)
             if isinstance(found, str):
-                return _report_error(hook, event, found)
+                return _report_error(hook, event, found, counted)
             worker, left = found, max(0.0, deadline - loop.time())
         cfg = event.context.get("cfg")
         cfg_json = None if cfg is None else hook.cfg_json(cfg)
@@ -271,21 +313,22 @@ class Generation:
         self.in_flight += 1
         timer: asyncio.TimerHandle | None = None
         try:
-            future = worker.call(hook.id, event_json, cfg_json)
+            target = hook.id if on is None else f"{hook.id}\0{on}"
+            future = worker.call(target, event_json, cfg_json)
             timer = loop.call_later(left, _expire, future)
             reply = await future
         except WorkerGone as exc:
-            return _report_error(hook, event, str(exc))
+            return _report_error(hook, event, str(exc), counted)
         except _Expired:
             worker.forget(future)
             self.runtime.check_hung(self, worker, hook, timeout_s)
-            return report_timeout(hook.handler, event, timeout_s)
+            return report_timeout(counted, event, timeout_s)
         finally:
             self.in_flight -= 1
             if timer is not None:
                 timer.cancel()
         if not reply.get("ok"):
-            return _report_error(hook, event, str(reply.get("error")))
+            return _report_error(hook, event, str(reply.get("error")), counted)
         apply_reply(event, reply, opaque, hook.name)
         return Outcome.OK
 

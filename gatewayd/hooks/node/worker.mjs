@@ -3,8 +3,8 @@
 // Started by gatewayd/hooks/node/worker.py with `--fd N`, a Unix socket to the daemon. Frames on it
 // are a 4-byte big-endian length and that many bytes of UTF-8 JSON, both ways:
 //
-//   <- {op: "load", id, hook: {id, name, file, export}}
-//   -> {id, ok: true, export} | {id, ok: false, error}
+//   <- {op: "load", id, hook: {id, name, file, export, tag, events}}
+//   -> {id, ok: true, export, rss, events?, description?} | {id, ok: false, error}
 //   <- {op: "call", id, hook, cfg?, event: {type, action, sessionKey, timestamp, messages, context}}
 //   -> {id, ok: true, messages, changed, removed, result} | {id, ok: false, error}
 //   <- {op: "begin", id}                     -> {id, ok: true, stale, rss}
@@ -30,6 +30,13 @@
 // is cached by path, not by URL), and reports `stale`: the node_modules files loaded so far that
 // changed on disk since, which only a fresh worker can load anew. `drop` forgets a replaced
 // generation's handlers. Without registerHooks the daemon starts a fresh worker per generation.
+//
+// A single-file hook (`events: true` in its load) default-exports `defineHook({events: {...}})`:
+// each entry is registered as hook `<id>\0<name>` and called with `(event, ctx)`, where `ctx` is
+// Eve's HookContext shape: {agent: {name}, channel: {kind}, session: {id}} (gatewayd/hooks/define.py
+// makes the same for Python). The author specifiers "gatewayd/hooks" and "eve/hooks" resolve to
+// define.mjs: in the resolve hook below, or, without registerHooks, through author-loader.mjs
+// (module.register), registered on the first such load.
 
 import net from "node:net";
 import module from "node:module";
@@ -58,6 +65,10 @@ const TAGGED = /[?&]gatewayd-load=([^&#]+)/;
 const IN_NODE_MODULES = /[\\/]node_modules[\\/]/;
 const stamps = new Map(); // node_modules file path -> "mtime size" when first loaded
 const inplace = typeof module.registerHooks === "function";
+const AUTHOR_SPECIFIERS = ["gatewayd/hooks", "eve/hooks"];
+const DEFINE_URL = new URL("./define.mjs", import.meta.url).href;
+const OWN_DIR = new URL("./", import.meta.url).href;
+const subscriptions = new Map(); // single-file hook id -> the handler ids of its entries
 
 function stampOf(path) {
   try {
@@ -75,6 +86,7 @@ function withTag(url, tag) {
 if (inplace) {
   module.registerHooks({
     resolve(specifier, context, nextResolve) {
+      if (AUTHOR_SPECIFIERS.includes(specifier)) return { url: DEFINE_URL, shortCircuit: true };
       const resolved = nextResolve(specifier, context);
       const url = resolved.url;
       if (!url.startsWith("file:")) return resolved;
@@ -105,8 +117,10 @@ function begin(message) {
 function describe(err) {
   if (err instanceof Error) {
     const text = `${err.name || "Error"}: ${err.message}`;
-    const frame = (err.stack ?? "").match(/(file:\/\/[^\s)]+?):(\d+):(\d+)/);
-    if (frame === null) return text;
+    // The innermost frame in the hook's own code: not in this worker's files (define.mjs).
+    const frames = [...(err.stack ?? "").matchAll(/(file:\/\/[^\s)]+?):(\d+):(\d+)/g)];
+    const frame = frames.find((f) => !f[1].startsWith(OWN_DIR)) ?? frames[0];
+    if (frame === undefined) return text;
     let where = frame[1];
     try {
       where = fileURLToPath(where.replace(/[?#].*$/, ""));
@@ -166,6 +180,62 @@ async function load(hook) {
   return name;
 }
 
+let authorApi = inplace; // with registerHooks, the resolve hook above maps the specifiers
+
+// Make `import { defineHook } from "gatewayd/hooks"` resolve on a Node without registerHooks.
+function provideAuthorApi() {
+  if (authorApi) return;
+  authorApi = true;
+  if (typeof module.register === "function") {
+    module.register("./author-loader.mjs", {
+      parentURL: import.meta.url,
+      data: { url: DEFINE_URL, specifiers: AUTHOR_SPECIFIERS },
+    });
+  }
+}
+
+async function loadEvents(hook) {
+  provideAuthorApi();
+  const url = withTag(pathToFileURL(hook.file).href, hook.tag);
+  const mod = await current.run(hook.name, () => import(url));
+  const definition = mod.default;
+  const events = definition !== null && typeof definition === "object" ? definition.events : undefined;
+  if (events === null || typeof events !== "object" || Array.isArray(events)) {
+    throw new Error(
+      `its default export is not a defineHook({ events }) definition (exports: ${exportNames(mod)}); ` +
+      'write `export default defineHook({ events: { "session.started"(event, ctx) { ... } } })` ' +
+      'with `import { defineHook } from "gatewayd/hooks"`, or move the file out of the hook root if it is a helper',
+    );
+  }
+  const names = [];
+  for (const [name, fn] of Object.entries(events)) {
+    if (typeof fn !== "function") throw new Error(`events["${name}"] is ${fn === null ? "null" : typeof fn}, not a function`);
+    names.push(name);
+  }
+  const ids = names.map((name) => `${hook.id}\0${name}`);
+  names.forEach((name, i) => handlers.set(ids[i], { name: hook.name, fn: events[name], self: events, eve: true }));
+  subscriptions.set(hook.id, ids);
+  const description = typeof definition.description === "string" ? definition.description : "";
+  return { export: "events", events: names, description };
+}
+
+// Eve's HookContext for one event: the agent (the event's agentId, else <id> of agent:<id>:...,
+// else main), the channel it came through, and the session (its key).
+function hookContext(wire, context) {
+  const key = typeof wire.sessionKey === "string" ? wire.sessionKey : "";
+  const parts = key.split(":");
+  let agent = parts.length > 2 && parts[0] === "agent" && parts[1] ? parts[1] : "main";
+  if (typeof context.agentId === "string" && context.agentId) agent = context.agentId;
+  let kind; // undefined without a channel, as Eve's optional `kind`
+  for (const value of [context.channelId, context.commandSource, context.metadata?.provider]) {
+    if (typeof value === "string" && value) {
+      kind = value;
+      break;
+    }
+  }
+  return { agent: { name: agent }, channel: { kind }, session: { id: key } };
+}
+
 function snapshot(context) {
   const seen = new Map();
   for (const key of Object.keys(context)) seen.set(key, JSON.stringify(context[key]));
@@ -190,7 +260,8 @@ async function call(message) {
   if (cfgApart) context.cfg = message.cfg;
   let value;
   try {
-    value = await current.run(handler.name, () => handler.fn(event));
+    value = await current.run(handler.name, () =>
+      handler.eve ? handler.fn.call(handler.self, event, hookContext(wire, context)) : handler.fn(event));
   } catch (err) {
     return { id: message.id, ok: false, error: describe(err) };
   }
@@ -214,8 +285,8 @@ async function handle(message) {
   switch (message.op) {
     case "load":
       try {
-        const name = await load(message.hook);
-        send({ id: message.id, ok: true, export: name, rss: process.memoryUsage.rss() });
+        const loaded = message.hook.events ? await loadEvents(message.hook) : { export: await load(message.hook) };
+        send({ id: message.id, ok: true, ...loaded, rss: process.memoryUsage.rss() });
       } catch (err) {
         send({ id: message.id, ok: false, error: describe(err) });
       }
@@ -224,7 +295,11 @@ async function handle(message) {
       send(begin(message));
       break;
     case "drop":
-      for (const id of message.hooks) handlers.delete(id);
+      for (const id of message.hooks) {
+        handlers.delete(id);
+        for (const entry of subscriptions.get(id) ?? []) handlers.delete(entry);
+        subscriptions.delete(id);
+      }
       send({ id: message.id, ok: true });
       break;
     case "ping":
