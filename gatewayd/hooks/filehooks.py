@@ -114,11 +114,11 @@ def expand_node_hook(result: LoadResult, stand_in: Handler) -> None:
     describe(record, node.events_found, node.description)
     index = next(i for i, (h, _) in enumerate(result.handlers) if h is stand_in)
     expanded: list[tuple[Handler, list[str]]] = []
-    for written in node.events_found:
+    for entry, written in enumerate(node.events_found):
         keys = list(resolve(written).keys)
         if not keys:
             continue
-        subscription = NodeSubscription(node, written)
+        subscription = NodeSubscription(node, entry)
         handler = Handler(
             hook=stand_in.hook,
             hook_key=stand_in.hook_key,

@@ -115,16 +115,17 @@ class NodeSubscription:
     """One entry of a JS/TS single-file hook's events map: what its registry handler runs."""
 
     hook: NodeHook
-    on: str
-    """The entry's name as written in the events map."""
+    entry: int
+    """The entry's position in the events map (``hook.events_found``): the worker knows it as
+    hook ``<hook id>.<entry>``."""
     handler: Handler | None = None
 
     async def run(self, event: HookEvent, timeout_s: float) -> Outcome:
-        """Call the entry ``on`` of the hook's events map with ``(event, ctx)``."""
+        """Call the entry of the hook's events map with ``(event, ctx)``."""
         hook = self.hook
         if hook.generation is None:
             return _report_error(hook, event, "the hook was never loaded into a node worker")
-        return await hook.generation.call(hook, event, timeout_s, self.on, self.handler)
+        return await hook.generation.call(hook, event, timeout_s, self.entry, self.handler)
 
 
 _AT = re.compile(r"\(at (.+:\d+):\d+\)$")
@@ -284,10 +285,10 @@ class Generation:
         hook: NodeHook,
         event: HookEvent,
         timeout_s: float,
-        on: str | None = None,
+        entry: int | None = None,
         handler: Handler | None = None,
     ) -> Outcome:
-        """Run ``hook`` (its events-map entry ``on``, for a single-file hook) on ``event`` in
+        """Run ``hook`` (its events-map entry number ``entry``, for a single-file hook) on ``event`` in
         this generation's worker within ``timeout_s``; failures are counted on ``handler``
         (default: the hook's).
 
@@ -313,7 +314,7 @@ class Generation:
         self.in_flight += 1
         timer: asyncio.TimerHandle | None = None
         try:
-            target = hook.id if on is None else f"{hook.id}\0{on}"
+            target = hook.id if entry is None else f"{hook.id}.{entry}"
             future = worker.call(target, event_json, cfg_json)
             timer = loop.call_later(left, _expire, future)
             reply = await future

@@ -32,7 +32,7 @@
 // generation's handlers. Without registerHooks the daemon starts a fresh worker per generation.
 //
 // A single-file hook (`events: true` in its load) default-exports `defineHook({events: {...}})`:
-// each entry is registered as hook `<id>\0<name>` and called with `(event, ctx)`, where `ctx` is
+// entry number N is registered as hook `<id>.N` and called with `(event, ctx)`, where `ctx` is
 // Eve's HookContext shape: {agent: {name}, channel: {kind}, session: {id}} (gatewayd/hooks/define.py
 // makes the same for Python). The author specifiers "gatewayd/hooks" and "eve/hooks" resolve to
 // define.mjs: in the resolve hook below, or, without registerHooks, through author-loader.mjs
@@ -212,7 +212,7 @@ async function loadEvents(hook) {
     if (typeof fn !== "function") throw new Error(`events["${name}"] is ${fn === null ? "null" : typeof fn}, not a function`);
     names.push(name);
   }
-  const ids = names.map((name) => `${hook.id}\0${name}`);
+  const ids = names.map((_, entry) => `${hook.id}.${entry}`);
   names.forEach((name, i) => handlers.set(ids[i], { name: hook.name, fn: events[name], self: events, eve: true }));
   subscriptions.set(hook.id, ids);
   const description = typeof definition.description === "string" ? definition.description : "";
