@@ -15,7 +15,7 @@ import pytest
 from gatewayd.hooks import define_hook
 from gatewayd.hooks.filescan import scan_files
 from gatewayd.hooks.vocabulary import resolve
-from tests.node.node_support import SYSTEM_NODE, WHEEL_NODE, node_version
+from tests.node.node_support import SYSTEM_NODE, WHEEL_NODE, env_without_node, node_version
 from tests.support.cli import RunCli, ok
 from tests.support.daemon import Daemon
 from tests.support.fixtures import StartDaemon
@@ -334,3 +334,34 @@ def test_which_files_are_hooks(tmp_path: Path) -> None:
     assert "rename the file (e.g. to bad-name.ts)" in (found[0].problem or "")
     declaration = tmp_path / "x" / "types.d.ts"
     assert notes == [f"{declaration}: a test, package or declaration file, never a hook"]
+
+
+def test_single_file_hooks_follow_the_config_and_need_node_like_directory_hooks(
+    state_dir: Path, start_daemon: StartDaemon
+) -> None:
+    hooks = state_dir / "hooks"
+    write(hooks, "auth/load-profile.py", PROFILE_PY)
+    write(hooks, "eve.js", EVE_JS)
+    write(
+        hooks,
+        "greet.py",
+        """
+        from gatewayd.hooks import define_hook
+
+        def greet(event, ctx):
+            event.messages.append(f"greet {ctx.config.get('word')} {ctx.int_setting('n', 1)}")
+
+        hook = define_hook(events={"command:greet": greet})
+        """,
+    )
+    config = {
+        "hooks": {
+            "entries": {"auth/load-profile": {"enabled": False}, "greet": {"word": "hi", "n": 3}}
+        }
+    }
+    daemon = start_daemon(config, env=env_without_node())
+    listed = hooks_by_name(daemon)
+    assert listed["auth/load-profile"]["status"] == "disabled"
+    assert listed["eve"]["status"] == "ineligible"
+    assert listed["eve"]["reasons"][0].startswith("node not found (needed for eve.js)")
+    assert reply(daemon, "/greet", "agent:main:g1") == ["greet hi 3"]
