@@ -288,9 +288,9 @@ class Generation:
         entry: int | None = None,
         handler: Handler | None = None,
     ) -> Outcome:
-        """Run ``hook`` (its events-map entry number ``entry``, for a single-file hook) on ``event`` in
-        this generation's worker within ``timeout_s``; failures are counted on ``handler``
-        (default: the hook's).
+        """Run ``hook`` (its events-map entry number ``entry``, for a single-file hook) on
+        ``event`` in this generation's worker within ``timeout_s``; failures are counted on
+        ``handler`` (default: the hook's).
 
         The usual case (a live worker) costs one timer, not a cancel scope: the reply future
         fails with :class:`_Expired` when the time is up.
