@@ -1,6 +1,28 @@
 """The suite's fixtures come from :mod:`tests.support.fixtures` (``state_dir``, ``write_hook``,
 ``run_cli``, ``new_daemon``, ``start_daemon``, ``log_records``); subsystem-specific fixtures live
 in each test directory's own ``conftest.py``. :mod:`tests.support.bytecode` byte-compiles the
-package once before the run, so the daemons and CLI runs the tests start do not each compile it."""
+package once before the run, so the daemons and CLI runs the tests start do not each compile it.
+
+Order: the tests marked ``slow`` run first, those with the longest ``timeout`` mark (their
+authors' bound on how long they may take) ahead. Under pytest-xdist (``--dist loadgroup`` hands
+out work in collection order to whichever worker is free), a test of minutes that came up late
+would run on alone after the others had finished; started first, it runs beside them. The
+container tests still come last (``tests/container/conftest.py`` sorts after this hook).
+"""
+
+import pytest
 
 pytest_plugins = ["tests.support.bytecode", "tests.support.fixtures"]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The ``slow`` tests first, longest timeout first; otherwise collection order (the sort
+    is stable)."""
+
+    def key(item: pytest.Item) -> tuple[bool, float]:
+        timeout = item.get_closest_marker("timeout")
+        bound = float(timeout.args[0]) if timeout is not None and timeout.args else 0.0
+        return item.get_closest_marker("slow") is None, -bound
+
+    items.sort(key=key)
