@@ -9,9 +9,13 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run test bench lint clean venv
 
-# pytest-xdist: one worker per core. --dist loadgroup keeps the container tests (xdist_group
-# "container") in one worker; one worker builds their images for the run meanwhile.
-XDIST ?= -n auto --dist loadgroup
+# pytest-xdist: two workers per core. Most tests spend their time waiting on the daemons, CLI
+# runs, Node workers and containers they start, so one worker per core leaves the cores idle
+# much of the run (bench/NOTES.md, "The test suite's wall time"). --dist loadgroup keeps each
+# xdist_group (the container tests, the Redis tests) in one worker; one worker builds the
+# container images for the run meanwhile.
+JOBS  ?= $(shell echo $$((2 * $$(nproc))))
+XDIST ?= -n $(JOBS) --dist loadgroup
 # Coverage is of the pytest processes only: the `gatewayd run` daemons and CLI runs the tests
 # start as subprocesses are not measured (that would need coverage's subprocess patching in
 # every child and slow each one down). Measured that way on 2026-11-23: 61%, then 57.6% once
