@@ -113,10 +113,14 @@ def test_bootstrap_op_returns_the_extended_list(make_daemon: MakeDaemon) -> None
         "content": "api",
         "missing": False,
     }
-    refused = {
-        os.path.relpath(r["path"], daemon.workspace): r["reason"]
-        for r in daemon.events("bootstrap_extra_files.refused")
-    }
+
+    def refused_lines() -> list[dict[str, Any]] | None:
+        lines = daemon.events("bootstrap_extra_files.refused")
+        return lines if len(lines) >= 3 else None
+
+    # Logged before the reply, but read from the daemon's stderr on a thread of its own: wait.
+    lines = wait_until(refused_lines, what="three bootstrap_extra_files.refused lines")
+    refused = {os.path.relpath(r["path"], daemon.workspace): r["reason"] for r in lines}
     assert refused.keys() == {
         "packages/big/TOOLS.md",
         "packages/evil/SOUL.md",
