@@ -18,9 +18,12 @@ pytest_plugins = ["tests.support.bytecode", "tests.support.fixtures"]
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The ``slow`` tests first, longest timeout first; otherwise collection order (the sort
-    is stable)."""
+    is stable). The container tests keep their file order: a module's tests share one container
+    or systemd unit and run as a story (healthy first, then exec into it; kill, then restart)."""
 
     def key(item: pytest.Item) -> tuple[bool, float]:
+        if item.get_closest_marker("container") is not None:
+            return True, 0.0
         timeout = item.get_closest_marker("timeout")
         bound = float(timeout.args[0]) if timeout is not None and timeout.args else 0.0
         return item.get_closest_marker("slow") is None, -bound
