@@ -67,7 +67,19 @@ def test_healthy_within_seconds(ctr: Container) -> None:
     )
 
 
+def answering(ctr: Container) -> None:
+    """Wait until ``gatewayd status`` answers inside the container, so that a test which runs
+    before (or without) the HEALTHCHECK wait finds the daemon up rather than still starting."""
+    wait_until(
+        lambda: ctr.exec("gatewayd", "status", check=False).returncode == 0,
+        120,
+        "gatewayd status to answer inside the container",
+        explain=lambda: diagnostics(ctr),
+    )
+
+
 def test_docker_exec_gatewayd_status(ctr: Container) -> None:
+    answering(ctr)
     done = ctr.exec("gatewayd", "status")
     assert "running" in done.stdout
     status = json.loads(ctr.exec("gatewayd", "status", "--json").stdout)
@@ -76,6 +88,7 @@ def test_docker_exec_gatewayd_status(ctr: Container) -> None:
 
 
 def test_the_daemon_is_not_root_and_tini_is_pid_1(ctr: Container) -> None:
+    answering(ctr)
     pid = json.loads(ctr.exec("gatewayd", "status", "--json").stdout)["pid"]
     assert ctr.exec("stat", "-c", "%u", f"/proc/{pid}").stdout.strip() == IMAGE_UID
     init = ctr.exec("cat", "/proc/1/cmdline").stdout.split("\0")

@@ -213,6 +213,11 @@ def test_systemctl_reload_keeps_it_active_and_reloads(svc: Service) -> None:
 
 def test_kill_9_is_followed_by_a_restart(svc: Service) -> None:
     svc.ensure_active()
+    # The hook whose reply proves the restarted daemon loaded its hooks: written here, so the
+    # test does not lean on the edit test having run before it.
+    handler = "async def handler(event):\n    event.messages.append('greeter v2')\n"
+    svc.write_hook("greeter", ["command:new"], handler)
+    wait_until(lambda: "greeter v2" in svc.reply("/new"), 60, "the greeter hook to load")
     pid, restarts = svc.main_pid(), int(svc.show("NRestarts")["NRestarts"])
     svc.ctr.exec("kill", "-9", str(pid))
 
@@ -313,6 +318,7 @@ def test_systemctl_stop_exits_cleanly_with_the_shutdown_line(svc: Service) -> No
 def test_a_broken_config_leaves_the_unit_failed_not_restarting(svc: Service) -> None:
     svc.ctr.write_file(f"{STATE}/gatewayd.yaml", "gateway:\n  startupHookDelayMs: soon\n")
     try:
+        svc.systemctl("stop", UNIT, check=False)  # a running unit would make `start` a no-op
         svc.systemctl("reset-failed", UNIT, check=False)
         started = svc.ctr.exec("systemctl", "start", UNIT, check=False, timeout=120)
         assert started.returncode != 0
