@@ -15,7 +15,7 @@ push for those events, in dispatch order, are the reply. Each reply line then go
 ``message:sending`` (rewrite or cancel), and each line fires ``message:sent`` (``success: false``
 with the reason when cancelled, with ``error`` when delivery failed). Message timestamps are
 Unix epoch milliseconds, as OpenClaw's message hooks read them; ``agentId`` is the ``<id>`` of an
-``agent:<id>:...`` session key (else ``main``), ``conversationId`` the session key,
+``agent:<id>:...`` session key (else the default agent's), ``conversationId`` the session key,
 ``messageId`` a fresh id per message. The message and the lines delivered are appended to the
 transcript of the session current after the message. A message's events are posted as one
 uninterrupted run per session (a per-session lock covers posting, not dispatch), so two
@@ -36,7 +36,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import structlog
@@ -69,12 +69,6 @@ def parse_command(text: str) -> Command | None:
     return Command(match["name"], (match["args"] or "").strip())
 
 
-def agent_id(session_key: str) -> str:
-    """The agent a session key belongs to: ``<id>`` of ``agent:<id>:...``, else ``main``."""
-    parts = session_key.split(":")
-    return parts[1] if len(parts) > 2 and parts[0] == "agent" and parts[1] else "main"
-
-
 def epoch_ms() -> int:
     """Now as Unix epoch milliseconds (OpenClaw's message ``timestamp``)."""
     return time.time_ns() // 1_000_000
@@ -105,7 +99,13 @@ class Reply:
     """Why a ``message:received`` handler blocked the message (then nothing else ran)."""
 
 
-EventBase = Callable[[], dict[str, Any]]
+class EventBase(Protocol):
+    """The gateway's context for a session's events (``Gateway.event_base``): ``cfg``,
+    ``agentId`` and that agent's ``workspaceDir``."""
+
+    def __call__(self, session_key: str | None = None, /) -> dict[str, Any]: ...
+
+
 """Returns the context every event carries: ``{"cfg": ..., "workspaceDir": ...}``."""
 
 
@@ -160,7 +160,7 @@ class CommandRouter:
                 del self._locks[session_key]
 
     def _event(self, type_: str, action: str, session_key: str, **context: Any) -> HookEvent:
-        event = create_hook_event(type_, action, session_key, {**context, **self.base()})
+        event = create_hook_event(type_, action, session_key, {**context, **self.base(session_key)})
         parent = dispatching.get()  # set when a handler caused this (deliver / send)
         if parent is not None:
             event.chain = (*parent.chain, parent.key)
@@ -179,7 +179,7 @@ class CommandRouter:
             received = await submit(self._received_event(msg))
             tickets: list[Ticket] = [received]
             text = msg.text
-            if self.dispatcher.has_handlers("message:received"):
+            if self.dispatcher.has_handlers("message:received", msg.session_key):
                 try:
                     event = await received.wait()
                 except QueueClosed as exc:
@@ -251,8 +251,7 @@ class CommandRouter:
         """
         delivered: list[str] = []
         sent_events: list[HookEvent] = []
-        deciding = self.dispatcher.has_handlers("message:sending")
-        agent = agent_id(session_key)
+        deciding = self.dispatcher.has_handlers("message:sending", session_key)
         for text in lines:
             content, reason, error = text, None, None
             if deciding:
@@ -285,7 +284,6 @@ class CommandRouter:
                 sessionKey=session_key,
                 success=reason is None and error is None,
                 timestamp=epoch_ms(),
-                agentId=agent,
                 conversationId=session_key,
             )
             if reason is not None:
@@ -310,7 +308,6 @@ class CommandRouter:
             channelId=msg.channel,
             sessionKey=msg.session_key,
             timestamp=epoch_ms(),
-            agentId=agent_id(msg.session_key),
             conversationId=msg.session_key,
             messageId=uuid.uuid4().hex,
             metadata={"provider": msg.channel, "surface": msg.channel, "senderId": msg.sender_id},
@@ -395,7 +392,7 @@ class CommandRouter:
         self, session_key: str, entry: SessionEntry | None = None
     ) -> HookEvent:
         """An ``agent:bootstrap`` event with the workspace's standard files pre-filled."""
-        base = self.base()
+        base = self.base(session_key)
         files = await anyio.to_thread.run_sync(read_bootstrap_files, Path(base["workspaceDir"]))
         entry = entry or self.sessions.get(session_key)
         return self._event(

@@ -19,13 +19,22 @@ switch; without one, ``hooks.enabled`` is gatewayd's own switch.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -38,6 +47,7 @@ from gatewayd.config_env import (
     may_be_secret,
     variable_for,
 )
+from gatewayd.hooks.agents import DEFAULT_AGENT, AgentsSpec
 from gatewayd.hooks.spec import (
     AgentConfigSpec,
     EntrySpec,
@@ -202,6 +212,8 @@ class HookEntry(BaseModel):
     timeout_ms: int | None = Field(None, ge=1)
     priority: int | None = None
     """Overrides the hook's own ``priority`` (lower runs earlier; default 100)."""
+    agents: list[str] | None = None
+    """Overrides the hook's own ``agents``: the agents whose events it serves."""
     retries: int = Field(0, ge=0)
     """Extra attempts for a failed handler of this hook, then a dead letter (0: none)."""
     retry_backoff_ms: int = Field(1000, ge=0)
@@ -220,7 +232,15 @@ class HookEntry(BaseModel):
 
     def setting(self, key: str) -> Any:
         """The hook's own setting ``key`` (e.g. ``apiKey``, ``messages``), or ``None``."""
-        if key in ("enabled", "env", "timeoutMs", "priority", "retries", "retryBackoffMs"):
+        if key in (
+            "enabled",
+            "env",
+            "timeoutMs",
+            "priority",
+            "agents",
+            "retries",
+            "retryBackoffMs",
+        ):
             return self.model_dump(by_alias=True)[key]
         return (self.model_extra or {}).get(key)
 
@@ -229,8 +249,9 @@ def _entry_settings(entry: HookEntry) -> dict[str, Any]:
     """The entry as the hook sees it (``ctx.config``): ``priority`` only when set."""
     # retries/retryBackoffMs are the queue's settings, not the hook's own.
     data: dict[str, Any] = entry.model_dump(by_alias=True, exclude=QUEUE_ENTRY_KEYS)
-    if data.get("priority") is None:
-        data.pop("priority", None)
+    for optional in ("priority", "agents"):
+        if data.get(optional) is None:
+            data.pop(optional, None)
     return data
 
 
@@ -292,6 +313,43 @@ class AgentConfigSection(_Model):
     where hooks' ``requires.config`` keys that are not gatewayd's are looked up."""
 
 
+AGENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
+"""An agent id: what ``agent:<id>:...`` session keys and ``name@<id>`` hook names can carry."""
+
+
+class AgentEntry(_Model):
+    """``agents.<id>``: one agent and where its workspace (and so its hooks) is."""
+
+    workspace: Path | None = None
+    """Its workspace; its hooks are ``<workspace>/hooks`` and its subagents' are
+    ``<workspace>/subagents/<subId>/hooks``. Default: ``<state>/workspace-<id>`` (the default
+    agent's: ``workspace.dir``); a relative path is under the state dir."""
+    default: Bool = False
+    """The agent of session keys that name none (at most one; else ``main``)."""
+
+
+def _agents_problems(agents: Mapping[str, AgentEntry], workspace_dir: Path | None) -> list[str]:
+    problems = [
+        f"agents.{agent_id}: an agent id is letters, digits, '_' and '-' (it appears in "
+        f"session keys agent:<id>:... and hook names name@<id>); rename it"
+        for agent_id in agents
+        if not re.match(AGENT_ID_PATTERN, agent_id)
+    ]
+    defaults = [agent_id for agent_id, entry in agents.items() if entry.default]
+    if len(defaults) > 1:
+        problems.append(
+            f"agents: {', '.join(defaults)} all say default: true; keep it on one agent"
+        )
+    default = defaults[0] if defaults else DEFAULT_AGENT
+    entry = agents.get(default)
+    if entry is not None and entry.workspace is not None and workspace_dir is not None:
+        problems.append(
+            f"agents.{default}.workspace: the default agent's workspace is also set as "
+            f"workspace.dir ({workspace_dir}); set only one of them"
+        )
+    return problems
+
+
 class LoggingConfig(_Model):
     level: Literal["debug", "info", "warning", "error"] = "info"
     format: Literal["auto", "json", "console"] = "auto"
@@ -317,6 +375,15 @@ class Settings(BaseSettings):
     sessions: SessionsConfig = SessionsConfig()
     logging: LoggingConfig = LoggingConfig()
     agent: AgentConfigSection = AgentConfigSection()
+    agents: dict[str, AgentEntry] = {}
+    """The agents whose hooks are kept apart (``gatewayd/hooks/agents.py``); none: one agent,
+    ``main``, whose workspace is ``workspace.dir``."""
+
+    @model_validator(mode="after")
+    def _agents(self) -> Settings:
+        if problems := _agents_problems(self.agents, self.workspace.dir):
+            raise ValueError("; ".join(problems))
+        return self
 
     @classmethod
     def settings_customise_sources(
@@ -346,7 +413,11 @@ class Config:
         self.ignored = ignored
         """Keys of the file that belong to other OpenClaw features, accepted and ignored."""
         self._load_spec: LoadSpec | None = None
+        self.agents = _agents_spec(settings, state)
+        default_entry = settings.agents.get(self.agents.default)
         workspace = settings.workspace.dir or default_workspace(state)
+        if default_entry is not None and default_entry.workspace is not None:
+            workspace = state / os.path.expanduser(default_entry.workspace)  # absolute: as is
         socket = settings.gateway.control.socket or default_control_socket(state)
         self.paths = Paths(
             state=state,
@@ -364,6 +435,10 @@ class Config:
         data: dict[str, Any] = self.settings.model_dump(by_alias=True, mode="json")
         data["workspace"]["dir"] = str(self.paths.workspace)
         data["gateway"]["control"]["socket"] = str(self.paths.control_socket)
+        for agent_id, workspace in self.agents.workspaces.items():
+            data["agents"][agent_id]["workspace"] = str(workspace)
+        if self.agents.default in data["agents"]:
+            data["agents"][self.agents.default]["workspace"] = str(self.paths.workspace)
         return data
 
     def shown(self) -> dict[str, Any]:
@@ -372,8 +447,13 @@ class Config:
         return redact(self.effective())
 
     def entry(self, hook_key: str) -> HookEntry:
-        """``hooks.entries.<hook_key>``, or an all-defaults entry."""
-        return self.settings.hooks.entries.get(hook_key) or HookEntry()
+        """``hooks.entries.<hook_key>``, or an all-defaults entry; a scoped hook's key
+        (``audit@ops``) falls back to its plain one (``audit``), as ``LoadSpec.entry`` does."""
+        entries = self.settings.hooks.entries
+        found = entries.get(hook_key)
+        if found is None and "@" in hook_key:
+            found = entries.get(hook_key.partition("@")[0])
+        return found or HookEntry()
 
     def load_spec(self) -> LoadSpec:
         """What the hook library reads from this config (built once per config)."""
@@ -396,6 +476,7 @@ class Config:
                         env=MappingProxyType(dict(entry.env)),
                         timeout_ms=entry.timeout_ms,
                         priority=entry.priority,
+                        agents=frozenset(entry.agents) if entry.agents is not None else None,
                         settings=MappingProxyType(_entry_settings(entry)),
                     )
                     for key, entry in hooks.entries.items()
@@ -413,6 +494,7 @@ class Config:
                 ),
                 node=NodeSettings(path=hooks.node.path, wheel=hooks.node.wheel),
                 agent=self._agent_config(),
+                agents=self.agents,
             )
         return self._load_spec
 
@@ -424,6 +506,20 @@ class Config:
             source=str(agent.path) if agent.path else None,
             error=agent.error,
         )
+
+
+def _agents_spec(settings: Settings, state: Path) -> AgentsSpec:
+    """The ``agents`` section as the hook library reads it: the default agent's id and every
+    other agent's workspace (``<state>/workspace-<id>`` unless set; relative: under state)."""
+    agents = settings.agents
+    default = next((a for a, entry in agents.items() if entry.default), DEFAULT_AGENT)
+    workspaces: dict[str, Path] = {}
+    for agent_id, entry in agents.items():
+        if agent_id == default:
+            continue
+        path = Path(os.path.expanduser(entry.workspace or f"workspace-{agent_id}"))
+        workspaces[agent_id] = path if path.is_absolute() else state / path
+    return AgentsSpec(default=default, workspaces=MappingProxyType(workspaces))
 
 
 OPENCLAW_HOOK_KEYS = frozenset(

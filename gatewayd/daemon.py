@@ -43,11 +43,18 @@ from gatewayd.commands import CommandRouter, Inbound, Reply, parse_command
 from gatewayd.config import IGNORED_NOTE, Config, ConfigError, load_config
 from gatewayd.exits import EXIT_FAILED, EXIT_OK
 from gatewayd.guards import ProcessGuards
+from gatewayd.hooks.agents import parse_session_key
 from gatewayd.hooks.capture import capture_hook_output
 from gatewayd.hooks.cfgview import public_cfg
 from gatewayd.hooks.changes import Fingerprint, fingerprints, load_changes
 from gatewayd.hooks.events import create_hook_event
-from gatewayd.hooks.loader import HookLoader, HookRecord, LoadResult, hooks_listing
+from gatewayd.hooks.loader import (
+    HookLoader,
+    HookRecord,
+    LoadResult,
+    agents_summary,
+    hooks_listing,
+)
 from gatewayd.hooks.node import NodeRuntime
 from gatewayd.hooks.node.loading import load_node_hooks
 from gatewayd.hooks.registry import HookRegistry, cause_chain, code_hooks
@@ -79,6 +86,8 @@ log = structlog.get_logger("gatewayd")
 
 THREAD_JOIN_S = 1.0
 EARLY_TIMER_SLACK_S = 0.002
+_MAX_AGENT_BASES = 1024
+"""Per-agent event bases kept before the cache starts afresh (agent ids come from clients)."""
 """How long exit waits for worker threads before leaving abandoned (timed-out) ones behind."""
 
 
@@ -254,12 +263,32 @@ class Gateway:
 
     def _set_base(self, config: Config) -> None:
         cfg = public_cfg(config.effective())  # each hook sees its own entry: hooks/cfgview.py
-        self._base = {"cfg": cfg, "workspaceDir": str(config.paths.workspace)}
+        self._cfg_view = cfg
+        self._agents = config.agents
+        self._default_workspace = config.paths.workspace
+        self._bases: dict[tuple[str, str | None], dict[str, Any]] = {}
+        self._base = self._agent_base(config.agents.default, None)
 
-    def event_base(self) -> dict[str, Any]:
+    def _agent_base(self, agent: str, subagent: str | None) -> dict[str, Any]:
+        found = self._bases.get((agent, subagent))
+        if found is None:
+            if len(self._bases) >= _MAX_AGENT_BASES:  # agent ids come from clients' keys
+                self._bases.clear()
+            agents = self._agents
+            workspace = agents.workspaces.get(agent) or self._default_workspace
+            found = {"cfg": self._cfg_view, "workspaceDir": str(workspace), "agentId": agent}
+            if subagent is not None:
+                found["subagentId"] = subagent
+            self._bases[(agent, subagent)] = found
+        return found
+
+    def event_base(self, session_key: str | None = None) -> dict[str, Any]:
         """The context every event carries: ``cfg`` (the effective config, read-only by
-        convention) and ``workspaceDir``."""
-        return self._base
+        convention), ``agentId`` (and ``subagentId``) of the session key, and that agent's
+        ``workspaceDir`` (the default agent's for an agent not in ``agents``)."""
+        if session_key is None:
+            return self._base
+        return self._agent_base(*parse_session_key(session_key, self._agents.default))
 
     async def deliver(
         self,
@@ -315,7 +344,9 @@ class Gateway:
             raise QueueClosed("the gateway is shutting down and takes no new messages")
         reply = await self.router.handle(Inbound(session_key, text, sender_id, channel, True))
         trace = [
-            trace_entry(event, report.outcomes if report else None, self._records())
+            trace_entry(
+                event, report.outcomes if report else None, self._records(), self.config.agents
+            )
             for event, report in reply.traced
         ]
         return reply.messages, reply.command, trace
@@ -372,7 +403,9 @@ class Gateway:
         etype, _, action = key.partition(":")
         # The gateway's own keys (cfg, workspaceDir) win over the client's: a trigger cannot
         # point a hook at another workspace.
-        event = create_hook_event(etype, action, session_key, {**context, **self._base})
+        event = create_hook_event(
+            etype, action, session_key, {**context, **self.event_base(session_key)}
+        )
         event.chain = chain
         if not wait:
             await self.queue.post(event)
@@ -411,19 +444,28 @@ class Gateway:
     ) -> tuple[list[str], list[dict[str, Any]]]:
         """:meth:`trigger` that waits and also returns the event's trace."""
         etype, _, action = key.partition(":")
-        event = create_hook_event(etype, action, session_key, {**context, **self._base})
+        event = create_hook_event(
+            etype, action, session_key, {**context, **self.event_base(session_key)}
+        )
         event.trace = True
         ticket = await self.queue.submit(event)
         await ticket.wait()
         outcomes = ticket.report.outcomes if ticket.report is not None else None
-        return [str(m) for m in event.messages], [trace_entry(event, outcomes, self._records())]
+        entry = trace_entry(event, outcomes, self._records(), self.config.agents)
+        return [str(m) for m in event.messages], [entry]
 
     async def test_hook(
         self, hook: str, event: str | None, context: dict[str, Any], session_key: str
     ) -> dict[str, Any]:
         """The ``test`` op: :func:`gatewayd.hooks.tester.test_hook` in this daemon."""
         return await test_hook(
-            self.registry, self._records(), hook, event, context, self._base, session_key
+            self.registry,
+            self._records(),
+            hook,
+            event,
+            context,
+            self.event_base(session_key),
+            session_key,
         )
 
     async def bootstrap(self, session_key: str) -> list[Any]:
@@ -440,9 +482,11 @@ class Gateway:
         not been registered since the start), and ``codeHooks``: handlers registered in code."""
         if self._load is None:
             paths = self.config.paths
+            agents = self.config.agents
             listing: dict[str, Any] = {
                 "stateDir": str(paths.state),
                 "workspaceDir": str(paths.workspace),
+                "agents": {"default": agents.default, "ids": agents.agent_ids()},
                 "hooks": [],
             }
         else:
@@ -510,6 +554,7 @@ class Gateway:
             "config": self.config.source_label,
             "channels": [channel.describe() for channel in self.channels],
             "hooks": summary,
+            "agents": agents_summary(self.config.load_spec(), self._records()),
             "queue": self.dispatcher.stats(),
             "threads": self.registry.hook_threads().stats(),
             "sessions": len(self.sessions),

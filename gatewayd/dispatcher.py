@@ -132,7 +132,7 @@ class Dispatcher:
                     later = (
                         registry.background
                         and not event.background
-                        and registry.background_plan(event.type, event.key)
+                        and registry.background_plan(event.type, event.key, event.session_key)
                     )
                     if report[3]:  # handler outcomes: failures (all, if traced) -> retries
                         report = await self._settle(event, seq, report, finish=not later)
@@ -206,9 +206,10 @@ class Dispatcher:
         else:
             ticket._background = post
 
-    def has_handlers(self, key: str) -> bool:
-        """True when an event ``type:action`` would run any handler on its reply path."""
-        return bool(self.registry.plan(key.partition(":")[0], key))
+    def has_handlers(self, key: str, session_key: str | None = None) -> bool:
+        """True when an event ``type:action`` of ``session_key`` would run any handler on its
+        reply path (its agent's hooks: ``gatewayd/hooks/agents.py``)."""
+        return bool(self.registry.plan(key.partition(":")[0], key, session_key))
 
     async def dispatch_now(self, event: HookEvent) -> DispatchReport:
         """Dispatch ``event`` directly, bypassing the queue (``gateway:shutdown``); counted."""

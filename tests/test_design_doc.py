@@ -152,7 +152,7 @@ def _model_of(annotation: Any) -> tuple[type[BaseModel] | None, str]:
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is dict and len(args) == 2:
         model, _ = _model_of(args[1])
-        return model, ".<hookKey>" if model else ""
+        return model, ".<KEY>" if model else ""
     if origin is list and len(args) == 1:
         model, _ = _model_of(args[0])
         return model, "[]" if model else ""
@@ -170,6 +170,8 @@ def config_keys(model: type[BaseModel], prefix: str = "") -> dict[str, Any]:
     for name, field in model.model_fields.items():
         key = f"{prefix}{field.alias or name}"
         inner, suffix = _model_of(field.annotation)
+        # A map's keys are named for what they are: agents.<id>, hooks.entries.<hookKey>.
+        suffix = suffix.replace("<KEY>", "<id>" if key == "agents" else "<hookKey>")
         if inner is not None:
             if suffix:
                 keys.update(config_keys(inner, f"{key}{suffix}."))

@@ -23,11 +23,11 @@ import unicodedata
 from collections.abc import Iterable
 
 from gatewayd.cli.common import FAILING_STATUSES, dump_json, load_config_or_exit
-from gatewayd.cli.hookview import hook_view, last_error_line, stats_line
+from gatewayd.cli.hookview import HookView, hook_view, last_error_line, stats_line
 from gatewayd.config import Config, ConfigError
 from gatewayd.exits import EXIT_CONFIG, EXIT_USAGE, UserError, did_you_mean, print_config_error
 from gatewayd.hooks.events import EventKeyError, parse_event_key
-from gatewayd.hooks.loader import HookLoader, HookRecord, LoadResult
+from gatewayd.hooks.loader import HookLoader, HookRecord, LoadResult, serving_records
 from gatewayd.hooks.node.loading import check_node_hooks
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.logging import configure_logging
@@ -64,6 +64,27 @@ def _label(record: HookRecord) -> str:
     return f"{record.emoji} {record.name}" if record.emoji else f"   {record.name}"
 
 
+def _serves(record: HookRecord) -> str:
+    """Whose sessions a hook serves, for the SERVES column."""
+    if record.agent is not None:
+        owner = record.agent if record.subagent is None else f"{record.agent}/{record.subagent}"
+        return owner if record.agents is None else f"{owner} ({','.join(record.agents)} only)"
+    return "all agents" if record.agents is None else ",".join(record.agents)
+
+
+def _agent_note(agent: str, view: HookView) -> str:
+    """What ``--agent`` shows, and when the agent is not configured, whose hooks it gets."""
+    if agent in view.agent_ids:
+        return (
+            f"serving agent {agent!r}: shared hooks (less those its own replace), its own and "
+            "its subagents'"
+        )
+    return (
+        f"agent {agent!r} is not in the config's agents ({', '.join(view.agent_ids)}): its "
+        f"sessions are served by the default agent {view.default_agent!r}'s hooks, shown here"
+    )
+
+
 def _table(rows: list[list[str]]) -> Iterable[str]:
     widths = [max(_width(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
@@ -83,15 +104,25 @@ def cli_list(args: argparse.Namespace) -> int:
     """``gatewayd hooks list [--eligible] [--json] [--verbose] [--daemon|--local]``."""
     view = hook_view(args)
     records = [r for r in view.records if r.eligible or not args.eligible]
+    agent: str | None = args.agent
+    if agent is not None:
+        records = serving_records(records, agent, view.serving(agent))
     if args.json:
         dump_json(view.listing(records))
         return 0
     daemon = view.view == "daemon"
     print(f"Hooks ({view.totals()}); {view.header()}")
+    if agent is not None:
+        print(_agent_note(agent, view))
+    scoped = len(view.agent_ids) > 1 or any(
+        r.agents is not None or r.subagent is not None for r in view.records
+    )
     if not records:
         print("no hooks found" if not args.eligible else "no eligible hooks")
     else:
         rows = [["STATUS", "   HOOK", "EVENTS", "SOURCE"]]
+        if scoped:
+            rows[0].insert(3, "SERVES")
         if daemon:
             rows[0] += ["CALLS", "ERRORS", "TIMEOUTS", "P99 MS"]
         details: list[list[str]] = [[]]
@@ -99,6 +130,8 @@ def cli_list(args: argparse.Namespace) -> int:
             n = len(record.warnings)
             source = f"{record.source}  ({n} warning{'s' * (n != 1)})" if n else record.source
             row = [record.status, _label(record), ", ".join(record.events) or "-", source]
+            if scoped:
+                row.insert(3, _serves(record))
             stats = view.stats.get(record.name)
             if daemon:
                 row += (
@@ -155,6 +188,7 @@ def cli_info(args: argparse.Namespace) -> int:
         ("path", record.path),
         ("handler", record.handler or "-"),
         ("events", ", ".join(record.events) or "-"),
+        ("serves", _serves(record)),
         ("eligible", "yes" if record.eligible else "no"),
         ("enabled", "yes" if record.enabled else "no"),
         ("missing", missing or "-"),
@@ -173,8 +207,9 @@ def cli_info(args: argparse.Namespace) -> int:
 
 
 def cli_order(args: argparse.Namespace) -> int:
-    """``gatewayd hooks order TYPE:ACTION [--json]``: the file hooks an event runs, in order
-    (priority, then specific -> type -> ``*``, then load order), and its background hooks."""
+    """``gatewayd hooks order TYPE:ACTION [--session KEY] [--json]``: the file hooks an event
+    of that session's agent runs, in order (priority, then specific -> type -> ``*``, then load
+    order), and its background hooks."""
     key: str = args.event
     try:
         etype, action = parse_event_key(key)
@@ -184,11 +219,14 @@ def cli_order(args: argparse.Namespace) -> int:
         raise UserError(
             f"name one event as type:action (e.g. {etype}:new), not {key!r}", EXIT_USAGE
         )
-    result = _build(load_config_or_exit(args.config))
+    config = load_config_or_exit(args.config)
+    result = _build(config)
     registry = HookRegistry()
+    registry.agents = config.agents
     registry.set_file_hooks(result.handlers)
-    rows = [(h, False) for h in registry.plan(etype, key)]
-    rows += [(h, True) for h in registry.background_plan(etype, key)]
+    session: str | None = args.session  # None: the default agent's plan
+    rows = [(h, False) for h in registry.plan(etype, key, session)]
+    rows += [(h, True) for h in registry.background_plan(etype, key, session)]
     if args.json:
         dump_json(
             {

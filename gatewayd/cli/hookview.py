@@ -25,6 +25,7 @@ from typing import Any
 from gatewayd.cli.common import load_config_or_exit
 from gatewayd.client import QUICK_TIMEOUT_S, request, socket_path
 from gatewayd.exits import UserError
+from gatewayd.hooks.agents import DEFAULT_AGENT
 from gatewayd.hooks.loader import SKIPPED_STATUSES, HookLoader, HookRecord
 from gatewayd.hooks.node.loading import check_node_hooks
 from gatewayd.logging import configure_logging
@@ -43,6 +44,14 @@ class HookView:
     records: list[HookRecord]
     stats: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     rejected_roots: list[str] = field(default_factory=list)
+    default_agent: str = DEFAULT_AGENT
+    agent_ids: list[str] = field(default_factory=lambda: [DEFAULT_AGENT])
+    """The configured agents, the default first."""
+
+    def serving(self, agent: str) -> str:
+        """Whose hooks serve ``agent``'s sessions: its own when configured, else the default
+        agent's (``gatewayd/hooks/agents.py``)."""
+        return agent if agent in self.agent_ids else self.default_agent
 
     def header(self) -> str:
         if self.view == "daemon":
@@ -75,6 +84,7 @@ class HookView:
             "view": self.view,
             "stateDir": self.state_dir,
             "workspaceDir": self.workspace_dir,
+            "agents": {"default": self.default_agent, "ids": list(self.agent_ids)},
             "hooks": hooks,
         }
 
@@ -96,6 +106,9 @@ def record_from_json(data: dict[str, Any]) -> HookRecord:
         reasons=list(data.get("reasons") or []),
         missing={k: list(v) for k, v in (data.get("missing") or {}).items()},
         warnings=list(data.get("warnings") or []),
+        agent=data.get("agent"),
+        subagent=data.get("subagent"),
+        agents=list(data["agents"]) if data.get("agents") is not None else None,
     )
 
 
@@ -107,6 +120,7 @@ def _daemon_view(args: argparse.Namespace, required: bool) -> HookView | None:
         if not required and str(exc).startswith("gatewayd is not running"):
             return None
         raise
+    agents = reply.get("agents") or {}
     return HookView(
         view="daemon",
         source=f"socket {path}",
@@ -114,6 +128,8 @@ def _daemon_view(args: argparse.Namespace, required: bool) -> HookView | None:
         workspace_dir=str(reply.get("workspaceDir") or ""),
         records=[record_from_json(h) for h in reply.get("hooks") or []],
         stats={h["name"]: h.get("stats") for h in reply.get("hooks") or []},
+        default_agent=str(agents.get("default") or DEFAULT_AGENT),
+        agent_ids=[str(a) for a in agents.get("ids") or [DEFAULT_AGENT]],
     )
 
 
@@ -136,6 +152,8 @@ def local_view(args: argparse.Namespace) -> HookView:
         workspace_dir=str(config.paths.workspace),
         records=result.records,
         rejected_roots=list(result.rejected_roots),
+        default_agent=config.agents.default,
+        agent_ids=config.agents.agent_ids(),
     )
 
 

@@ -146,6 +146,11 @@ def _add_hooks(sub: Any) -> None:
     hsub = hooks.add_subparsers(dest="hooks_command", metavar="COMMAND", required=True)
     p = _command(hsub, "hooks list", "list hooks and their status")
     p.add_argument("--eligible", action="store_true", help="only hooks that can run here")
+    p.add_argument(
+        "--agent",
+        metavar="ID",
+        help="only the hooks that serve this agent's sessions (shared, its own, its subagents')",
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="show every reason")
     _json_flag(p)
     _view_flags(p)
@@ -169,6 +174,11 @@ def _add_hooks(sub: Any) -> None:
     _json_flag(p)
     p = _command(hsub, "hooks order", "the hooks an event runs, in order")
     p.add_argument("event", metavar="TYPE:ACTION", help="the event, e.g. message:received")
+    p.add_argument(
+        "--session",
+        metavar="KEY",
+        help="the plan for this session key's agent (default: the default agent's)",
+    )
     _json_flag(p)
     for verb in ("enable", "disable"):
         p = _command(hsub, f"hooks {verb}", f"{verb} a hook in the config file")

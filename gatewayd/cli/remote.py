@@ -139,6 +139,25 @@ def _hook_lines(summary: dict[str, Any], not_ready: list[dict[str, Any]], verb: 
     return lines
 
 
+def _agent_lines(agents: dict[str, Any]) -> list[str]:
+    """``agents:`` lines, when there is more than the one default agent to tell apart: each
+    agent's ready hooks, and each subagent's."""
+    many = len(agents) > 1 or any(a.get("subagents") for a in agents.values())
+    if not many:
+        return []
+    lines = []
+    for i, (agent, info) in enumerate(agents.items()):
+        hooks = info.get("hooks") or []
+        label = f"{agent} (default)" if info.get("default") else agent
+        line = f"{'agents:' if i == 0 else '':<9} {label}: {len(hooks)} hooks"
+        if hooks:
+            line += f" ({', '.join(hooks)})"
+        lines.append(line)
+        for sub, names in (info.get("subagents") or {}).items():
+            lines.append(f"{'':<11}subagent {sub}: {', '.join(names)}")
+    return lines
+
+
 def format_status(st: dict[str, Any], not_ready: list[dict[str, Any]] | None = None) -> str:
     """The human-readable ``gatewayd status``; ``not_ready`` from :func:`_not_ready`."""
     hooks, queue = st.get("hooks") or {}, st.get("queue") or {}
@@ -156,6 +175,7 @@ def format_status(st: dict[str, Any], not_ready: list[dict[str, Any]] | None = N
     hook_lines = _hook_lines(hooks, not_ready or [], "registered")
     lines.append(f"hooks:    {hook_lines[0]}; {hooks.get('warnings', 0)} warnings")
     lines += hook_lines[1:]
+    lines += _agent_lines(st.get("agents") or {})
     latency = queue.get("latency_ms") or {}
     lines.append(
         f"queue:    {queue.get('depth', 0)}/{queue.get('capacity', 0)} queued, "

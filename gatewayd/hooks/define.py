@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gatewayd.hooks.agents import parse_session_key
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.handlers import HookContext
 from gatewayd.hooks.schema import GatewayHandle
@@ -143,8 +144,7 @@ def agent_name(session_key: str, context: Mapping[str, Any]) -> str:
     given = context.get("agentId")
     if isinstance(given, str) and given:
         return given
-    parts = session_key.split(":")
-    return parts[1] if len(parts) > 2 and parts[0] == "agent" and parts[1] else "main"
+    return parse_session_key(session_key)[0]
 
 
 def channel_kind(context: Mapping[str, Any]) -> str | None:

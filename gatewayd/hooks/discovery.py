@@ -12,6 +12,12 @@ still claims its name and is seen as broken instead of the lower-precedence hook
 place. A later root wins a conflict and the loser is marked shadowed; two same-name hooks in one
 root: the first (sorted) wins.
 
+Then the agents' roots (``hooks/agents.py``): each subagent of the default agent
+(``<workspace>/subagents/<subId>/hooks``), then each other configured agent's workspace hooks and
+its subagents'. A hook in one of these is named ``<name>@<agentId>`` (``<name>@<agentId>/<subId>``
+for a subagent's): it takes part in no name conflict outside its own root, because it replaces a
+shared hook only within its own scope, when the registry plans an event.
+
 A root also holds single-file hooks (Eve's shape): a ``.py``/``.ts``/``.js``/``.mjs`` file
 outside any hook directory that calls ``define_hook(`` / ``defineHook(``, named by its path
 without the suffix (``auth/load-profile``); the rule and what is skipped are in
@@ -32,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from gatewayd.hooks.agents import SUBAGENTS_DIR
 from gatewayd.hooks.filescan import scan_files
 from gatewayd.hooks.metadata import HookManifest, ManifestCache, ManifestError
 from gatewayd.hooks.spec import LoadSpec
@@ -89,6 +96,13 @@ class HookRoot:
     path: Path
     real: Path
     """``os.path.realpath`` of ``path`` (computed even when it does not exist)."""
+    agent: str | None = None
+    """The agent whose workspace this is (``None``: a shared root)."""
+    subagent: str | None = None
+    """The subagent whose ``hooks`` dir this is."""
+    qualifier: str | None = None
+    """``<agentId>`` or ``<agentId>/<subId>``: what its hooks' names carry after ``@``
+    (``None`` for the shared roots and the default agent's own workspace)."""
 
 
 @dataclass(slots=True)
@@ -112,7 +126,16 @@ class FoundHook:
 
     @property
     def name(self) -> str:
-        return self.manifest.name if self.manifest else self.path.name
+        """Its name: the manifest's (else the directory's), ``@<qualifier>`` in an agent's
+        scoped root."""
+        name = self.manifest.name if self.manifest else self.path.name
+        return f"{name}@{self.root.qualifier}" if self.root.qualifier else name
+
+    @property
+    def hook_key(self) -> str:
+        """Its key in ``hooks.entries``, qualified as its name is."""
+        key = self.manifest.hook_key if self.manifest else self.path.name
+        return f"{key}@{self.root.qualifier}" if self.root.qualifier else key
 
 
 @dataclass(slots=True)
@@ -143,13 +166,44 @@ def hook_roots(spec: LoadSpec) -> tuple[list[HookRoot], list[str]]:
             )
             continue
         roots.append(HookRoot("extra", path, real))
-    for source, path in (
-        ("bundled", spec.bundled_hooks),
-        ("managed", spec.managed_hooks),
-        ("workspace", spec.workspace_hooks),
-    ):
+    for source, path in (("bundled", spec.bundled_hooks), ("managed", spec.managed_hooks)):
         roots.append(HookRoot(source, path, Path(os.path.realpath(path))))
+    agents = spec.agents
+    default = agents.default
+    path = spec.workspace_hooks
+    roots.append(HookRoot("workspace", path, Path(os.path.realpath(path)), agent=default))
+    roots.extend(_subagent_roots(spec.workspace_dir, default))
+    for agent in sorted(a for a in agents.workspaces if a != default):
+        path = agents.workspaces[agent] / "hooks"
+        roots.append(
+            HookRoot("workspace", path, Path(os.path.realpath(path)), agent, qualifier=agent)
+        )
+        roots.extend(_subagent_roots(agents.workspaces[agent], agent))
     return roots, rejected
+
+
+def subagents_dirs(spec: LoadSpec) -> list[Path]:
+    """Each agent workspace's ``subagents`` dir, existing or not (what the watcher watches,
+    so that a subagent created later is seen)."""
+    workspaces = [spec.workspace_dir, *spec.agents.workspaces.values()]
+    return [workspace / SUBAGENTS_DIR for workspace in workspaces]
+
+
+def _subagent_roots(workspace: Path, agent: str) -> list[HookRoot]:
+    """``<workspace>/subagents/<subId>/hooks`` of each subagent that has one, sorted."""
+    base = workspace / SUBAGENTS_DIR
+    try:
+        names = sorted(os.listdir(base))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    roots = []
+    for sub in names:
+        path = base / sub / "hooks"
+        if sub.startswith(".") or ":" in sub or not path.is_dir():
+            continue
+        real = Path(os.path.realpath(path))
+        roots.append(HookRoot("workspace", path, real, agent, sub, f"{agent}/{sub}"))
+    return roots
 
 
 def find_handler(hook_dir: Path) -> tuple[Path | None, bool, str | None]:
@@ -258,6 +312,8 @@ def discover(spec: LoadSpec, manifests: ManifestCache | None = None) -> Discover
                 )
                 continue
             in_root[hook.name] = hook
+            if root.qualifier is not None:
+                continue  # replaces a shared hook only in its own scope (the registry's plan)
             previous = winner.get(hook.name)
             if previous is not None:
                 previous.shadowed_by = (

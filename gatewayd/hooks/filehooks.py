@@ -130,6 +130,7 @@ def expand_node_hook(result: LoadResult, stand_in: Handler) -> None:
             priority=stand_in.priority,
             source=stand_in.source,
             cfg=stand_in.cfg,
+            scope=stand_in.scope,
         )
         subscription.handler = handler
         expanded.append((handler, keys))

@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from gatewayd.hooks.agents import SHARED, HookScope
 from gatewayd.hooks.schema import GatewayHandle
 from gatewayd.hooks.stats import HookStats
 
@@ -104,6 +105,8 @@ class Handler:
     the event's own (the public config)."""
     stats: HookStats = field(default_factory=HookStats)
     """Its counters; a registry hands every handler of one hook name the same object."""
+    scope: HookScope = SHARED
+    """Which agents' events it serves (``gatewayd/hooks/agents.py``); code handlers: all."""
 
     @property
     def language(self) -> str:

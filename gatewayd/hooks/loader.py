@@ -37,6 +37,7 @@ from typing import Any
 
 import structlog
 
+from gatewayd.hooks.agents import HookScope
 from gatewayd.hooks.bounded import TimedOut, call_within
 from gatewayd.hooks.cfgview import hook_cfg, public_cfg
 from gatewayd.hooks.discovery import Discovery, FoundHook, HookRoot, discover
@@ -92,6 +93,20 @@ class HookRecord:
     missing: dict[str, list[str]]
     warnings: list[str] = field(default_factory=list)
     """Problems that do not stop the hook (unknown keys in its metadata)."""
+    agent: str | None = None
+    """The agent whose workspace holds it (``None``: a shared hook; ``hooks/agents.py``)."""
+    subagent: str | None = None
+    """The subagent whose hooks dir holds it."""
+    agents: list[str] | None = None
+    """Its own restriction to some agents (``agents``), else ``None``."""
+
+    def serves(self, agent: str, serving: str) -> bool:
+        """Whether it can serve sessions of ``agent`` (whose hooks ``serving`` holds: the
+        agent itself when configured, else the default agent): a shared hook not restricted
+        away, or one of the serving agent's own (or its subagents')."""
+        if self.agents is not None and agent not in self.agents:
+            return False
+        return self.agent is None or self.agent == serving
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON form (camelCase keys)."""
@@ -110,6 +125,9 @@ class HookRecord:
             "reasons": list(self.reasons),
             "missing": {k: list(v) for k, v in self.missing.items()},
             "warnings": list(self.warnings),
+            "agent": self.agent,
+            "subagent": self.subagent,
+            "agents": list(self.agents) if self.agents is not None else None,
         }
 
     def summary_line(self) -> str:
@@ -173,6 +191,7 @@ class LoadResult:
         Call it on the event loop: it is one atomic swap plus the log lines, no I/O.
         """
         registry.default_timeout_s = spec.timeout_ms / 1000
+        registry.agents = spec.agents
         registry.set_file_hooks(self.handlers)
         self.log()
 
@@ -413,7 +432,12 @@ class _Builder:
             raise _Failure(f"import failed: {_import_error(exc, directory)}") from None
 
     def add_file(
-        self, hook: FoundHook, record: HookRecord, entry: EntrySpec, allowed_roots: list[str]
+        self,
+        hook: FoundHook,
+        record: HookRecord,
+        entry: EntrySpec,
+        allowed_roots: list[str],
+        scope: HookScope,
     ) -> None:
         """A single-file hook (``filehooks.py``): a Python one is imported here and gets one
         handler per events-map entry; a JS/TS one gets a stand-in that the Node worker's import
@@ -454,6 +478,7 @@ class _Builder:
                     priority=priority,
                     source=hook.root.source,
                     cfg=cfg,
+                    scope=scope,
                 )
                 self.handlers.append((node.handler, []))
                 self.node_records[node.handler] = record
@@ -475,18 +500,21 @@ class _Builder:
             record.status, record.reasons = "skipped", [f"{file}: its events map is empty"]
             return
         for handler, keys in built:
-            handler.cfg = cfg
+            handler.cfg, handler.scope = cfg, scope
             self.handlers.append((handler, keys))
 
     def add_found(self, hook: FoundHook, allowed_roots: list[str]) -> None:
         manifest = hook.manifest
         hooks_enabled = self.spec.enabled
+        root = hook.root
         if manifest is None:
             entry = self.spec.entry(hook.name)
             self.records.append(
                 HookRecord(
                     name=hook.name,
                     hook_key=hook.name,
+                    agent=root.agent,
+                    subagent=root.subagent,
                     description="",
                     emoji=None,
                     source=hook.root.source,
@@ -501,13 +529,23 @@ class _Builder:
                 )
             )
             return
-        entry = self.spec.entry(manifest.hook_key)
+        entry = self.spec.entry(hook.hook_key)
         check = self.checker.check(manifest, entry)
         opted_out = not manifest.enabled and not entry.explicit
         enabled = entry.enabled and hooks_enabled and not opted_out
+        restriction = entry.agents if entry.agents is not None else manifest.agents
+        scope = HookScope(
+            agent=root.agent,
+            subagent=root.subagent,
+            agents=frozenset(restriction) if restriction is not None else None,
+            replaces=manifest.name if root.qualifier else None,
+        )
         record = HookRecord(
-            name=manifest.name,
-            hook_key=manifest.hook_key,
+            name=hook.name,
+            hook_key=hook.hook_key,
+            agent=root.agent,
+            subagent=root.subagent,
+            agents=sorted(restriction) if restriction is not None else None,
             description=manifest.description,
             emoji=manifest.emoji,
             source=hook.root.source,
@@ -542,10 +580,10 @@ class _Builder:
             record.status, record.reasons = "disabled", ["disabled in config"]
             return
         if opted_out:
-            record.status, record.reasons = "disabled", [opt_in_reason(manifest.hook_key)]
+            record.status, record.reasons = "disabled", [opt_in_reason(hook.hook_key)]
             return
         if hook.single_file:
-            self.add_file(hook, record, entry, allowed_roots)
+            self.add_file(hook, record, entry, allowed_roots, scope)
             return
         if not manifest.events:
             record.status, record.reasons = "skipped", [no_events_reason(manifest)]
@@ -563,8 +601,8 @@ class _Builder:
                     "move the hook directory into a hook root instead of linking to it"
                 )
             handler = self.make(
-                name=manifest.name,
-                hook_key=manifest.hook_key,
+                name=hook.name,
+                hook_key=hook.hook_key,
                 entry=entry,
                 handler_file=hook.handler,
                 directory=directory,
@@ -581,6 +619,7 @@ class _Builder:
         except _Failure as exc:
             record.status, record.reasons = "failed", [str(exc)]
             return
+        handler.scope = scope
         self.handlers.append((handler, list(manifest.keys)))
         if handler.kind is HandlerKind.NODE:
             self.node_records[handler] = record
@@ -758,17 +797,50 @@ class HookLoader:
 
 
 def hooks_listing(spec: LoadSpec, result: LoadResult) -> dict[str, Any]:
-    """The ``gatewayd hooks list --json`` document: ``{stateDir, workspaceDir, hooks}``."""
+    """The ``gatewayd hooks list --json`` document: ``{stateDir, workspaceDir, agents,
+    hooks}``; ``agents`` is the default agent's id and every configured agent's."""
     return {
         "stateDir": str(spec.state_dir),
         "workspaceDir": str(spec.workspace_dir),
+        "agents": {"default": spec.agents.default, "ids": spec.agents.agent_ids()},
         "hooks": [record.to_json() for record in result.records],
     }
+
+
+def serving_records(records: list[HookRecord], agent: str, serving: str) -> list[HookRecord]:
+    """The records of the hooks that serve ``agent``'s sessions (``serving``: whose hooks do,
+    see :meth:`HookRecord.serves`): shared ones, less those its own hooks replace, its own, and
+    its subagents'."""
+    found = [r for r in records if r.serves(agent, serving)]
+    replaced = {r.name.partition("@")[0] for r in found if "@" in r.name and r.subagent is None}
+    return [r for r in found if not (r.agent is None and r.name in replaced)]
+
+
+def agents_summary(spec: LoadSpec, records: list[HookRecord]) -> dict[str, Any]:
+    """Which ready hooks serve each configured agent (the ``status`` op's ``agents``):
+    ``{id: {default, workspace, hooks: [...], subagents: {subId: [...]}}}``."""
+    agents = spec.agents
+    summary: dict[str, Any] = {}
+    for agent in agents.agent_ids():
+        ready = [r for r in serving_records(records, agent, agent) if r.status == "ready"]
+        subagents: dict[str, list[str]] = {}
+        for record in ready:
+            if record.subagent is not None:
+                subagents.setdefault(record.subagent, []).append(record.name)
+        summary[agent] = {
+            "default": agent == agents.default,
+            "workspace": str(agents.workspaces.get(agent, spec.workspace_dir)),
+            "hooks": [r.name for r in ready if r.subagent is None],
+            "subagents": subagents,
+        }
+    return summary
 
 
 __all__ = [
     "HookLoader",
     "HookRecord",
     "LoadResult",
+    "agents_summary",
     "hooks_listing",
+    "serving_records",
 ]

@@ -133,6 +133,7 @@ class ElizaMeta(_Strict):
     timeout_ms: int | None = Field(None, ge=1)
     priority: int | None = None
     background: bool = False
+    agents: StrList | None = None
 
 
 class _Frontmatter(BaseModel):
@@ -173,6 +174,9 @@ class HookManifest(BaseModel):
     """Lower runs earlier; ``None`` is the default (100)."""
     background: bool = False
     """Run after the reply is sent (fire-and-forget), in the session's order."""
+    agents: tuple[str, ...] | None = None
+    """``agents: [id, ...]``: the agents whose events it serves (``None``: every agent;
+    ``gatewayd/hooks/agents.py``)."""
     namespace: str | None = None
     """Which of ``metadata.eliza|openclaw|milady|clawdbot`` the metadata came from (None: absent
     or read from the top level)."""
@@ -205,6 +209,7 @@ _EXPECTED: Final = {
     "install": "a list of mappings",
     "priority": "an integer (lower runs earlier; default 100)",
     "background": "true or false",
+    "agents": "a list of agent ids (or one comma-separated string)",
 }
 
 
@@ -434,6 +439,7 @@ def parse_manifest(text: str, path: Path, *, source: str | None = None) -> HookM
         timeout_ms=meta.timeout_ms if meta.timeout_ms is not None else front.timeout_ms,
         priority=meta.priority,
         background=meta.background,
+        agents=tuple(meta.agents) if meta.agents is not None else None,
         namespace=namespace,
         enabled=front.enabled,
         hermes=hermes,

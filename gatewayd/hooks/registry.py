@@ -17,6 +17,11 @@ of their own, run after the event's reply (see the dispatcher). A handler may re
 Plans are immutable tuples cached per event key and rebuilt after any change, so a dispatch in
 progress keeps the list it started with and a reload is one assignment: never half-built, never
 empty in between.
+
+When a file hook is scoped to an agent (``gatewayd/hooks/agents.py``: a workspace's hooks, a
+subagent's, or a hook restricted with ``agents``), plans are cached per event key *and* per the
+session's agent and subagent: a plan keeps the handlers that serve that scope, and drops a shared
+hook that a scoped hook of the same plain name replaces there.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any, NamedTuple
 
 import anyio
 
+from gatewayd.hooks.agents import SHARED, AgentsSpec
 from gatewayd.hooks.events import HookEvent, parse_event_key
 from gatewayd.hooks.handlers import DEFAULT_PRIORITY, Handler, HandlerKind, make_handler
 from gatewayd.hooks.results import merge_result
@@ -162,6 +168,11 @@ class HookRegistry:
         self.hook_stats: dict[str, HookStats] = {}
         """File hooks' counters by hook name; they outlive reloads (:meth:`stats`)."""
         self._background: dict[str, tuple[Handler, ...]] = {}
+        self.agents = AgentsSpec()
+        """The configured agents (set by every load): how a session key maps to a scope."""
+        self._scoped = False
+        """True when any file hook serves only some agents: plans then depend on the session."""
+        self._scoped_plans: dict[tuple[str, str, str | None], _Plans] = {}
         self.background = False
         """True when any handler runs in the background (the dispatcher then looks for them)."""
         self._hook_threads = hook_threads
@@ -200,19 +211,25 @@ class HookRegistry:
         files = {key: tuple(handlers) for key, handlers in by_key.items()}
         # Assignments with no await in between: a dispatch sees old or new.
         self._files = files
+        self._scoped = any(h.scope is not SHARED for hs in files.values() for h in hs)
         self._clear_plans()
         self.background = any(h.background for hs in files.values() for h in hs) or any(
             h.background for hs in self.code.by_key.values() for h in hs
         )
 
     def _clear_plans(self) -> None:
-        self._plans, self._background = {}, {}
+        self._plans, self._background, self._scoped_plans = {}, {}, {}
 
     # -- dispatch -------------------------------------------------------------------------
 
-    def plan(self, event_type: str, key: str) -> tuple[Handler, ...]:
+    def plan(
+        self, event_type: str, key: str, session_key: str | None = None
+    ) -> tuple[Handler, ...]:
         """The ordered handlers for an event on its reply path: specific, then type, then
-        ``*`` (code before file hooks in each), then sorted by priority."""
+        ``*`` (code before file hooks in each), then sorted by priority. ``session_key``: the
+        plan for that session's agent (``None``: the default agent's)."""
+        if self._scoped:
+            return self._scoped_plan(event_type, key, session_key or "")[0]
         plan = self._plans.get(key)
         if plan is None:
             self._build_plans(event_type, key)
@@ -228,23 +245,53 @@ class HookRegistry:
                 found.setdefault(handler.hook, handler.stats)
         return found
 
-    def background_plan(self, event_type: str, key: str) -> tuple[Handler, ...]:
+    def background_plan(
+        self, event_type: str, key: str, session_key: str | None = None
+    ) -> tuple[Handler, ...]:
         """The event's background handlers, in the same order."""
+        if self._scoped:
+            return self._scoped_plan(event_type, key, session_key or "")[1]
         plan = self._background.get(key)
         if plan is None:
             self._build_plans(event_type, key)
             plan = self._background[key]
         return plan
 
-    def _build_plans(self, event_type: str, key: str) -> None:
+    def _ordered(self, event_type: str, key: str) -> list[Handler]:
         code = self.code.by_key
         chained = itertools.chain.from_iterable(
             (*code.get(k, ()), *self._files.get(k, ()))
             for k in dict.fromkeys((key, event_type, "*"))
         )
-        ordered = sorted(chained, key=_priority)
+        return sorted(chained, key=_priority)
+
+    def _build_plans(self, event_type: str, key: str) -> None:
+        ordered = self._ordered(event_type, key)
         self._plans[key] = tuple(h for h in ordered if not h.background)
         self._background[key] = tuple(h for h in ordered if h.background)
+
+    def _scoped_plan(self, event_type: str, key: str, session_key: str) -> _Plans:
+        """``(reply path, background)`` plans of ``key`` for the session's agent scope."""
+        agent, serving, subagent = self.agents.scope(session_key)
+        cache_key = (key, agent, subagent)
+        plans = self._scoped_plans.get(cache_key)
+        if plans is None:
+            if len(self._scoped_plans) >= _MAX_SCOPED_PLANS:  # agent ids come from clients
+                self._scoped_plans.clear()
+            ordered = self._ordered(event_type, key)
+            serving_here = [h for h in ordered if h.scope.serves(agent, serving, subagent)]
+            replaced = {h.scope.replaces for h in serving_here if h.scope.replaces}
+            kept = [
+                h
+                for h in serving_here
+                if not (h.hook in replaced and h.scope.replaces is None and h.source != "code")
+            ]
+            plans = (
+                tuple(h for h in kept if not h.background),
+                tuple(h for h in kept if h.background),
+            )
+            self._scoped_plans[cache_key] = plans
+        return plans
 
     def handlers_of(self, hook: str) -> list[Handler]:
         """Every handler registered under the hook name ``hook`` (file hooks and code), once."""
@@ -272,7 +319,9 @@ class HookRegistry:
         timeout computed only for a handler that suspends or runs outside the loop.
         """
         key = f"{event.type}:{event.action}"
-        if event.background:
+        if self._scoped:
+            plan = self._scoped_plan(event.type, key, event.session_key)[event.background]
+        elif event.background:
             plan = self.background_plan(event.type, key)
         else:
             plan = self._plans.get(key) or self.plan(event.type, key)
@@ -375,6 +424,11 @@ class HookRegistry:
 
 def _priority(handler: Handler) -> int:
     return handler.priority
+
+
+_Plans = tuple[tuple[Handler, ...], tuple[Handler, ...]]
+_MAX_SCOPED_PLANS = 4096
+"""Scoped plans kept before the cache starts afresh (a plan per event key, agent, subagent)."""
 
 
 _ASYNC, _SYNC, _NODE = HandlerKind.ASYNC, HandlerKind.SYNC, HandlerKind.NODE

@@ -72,6 +72,11 @@ class BaseContext(TypedDict, total=False):
     cfg: dict[str, Any]
     """The effective config as a dict with Eliza key names; read-only by convention."""
     workspaceDir: str
+    """The workspace of the event's agent."""
+    agentId: str
+    """``<id>`` of an ``agent:<id>:...`` session key, else the default agent's id."""
+    subagentId: str
+    """``<subId>`` of an ``agent:<id>:subagent:<subId>...`` session key (absent otherwise)."""
 
 
 # ``from`` is a Python keyword, so this one is declared in the functional form (which cannot
@@ -81,12 +86,13 @@ MessageReceivedContext = TypedDict(
     {
         "cfg": dict[str, Any],
         "workspaceDir": str,
+        "agentId": str,
+        "subagentId": str,
         "from": str,
         "content": str,
         "channelId": str,
         "sessionKey": str,
         "timestamp": int,
-        "agentId": str,
         "conversationId": str,
         "messageId": str,
         "metadata": dict[str, Any],
@@ -120,7 +126,6 @@ class MessageSentContext(BaseContext, total=False):
     """Why it was not sent: a ``message:sending`` handler cancelled it."""
     error: str
     """Why it was not sent: the delivery failed."""
-    agentId: str
     conversationId: str
 
 
@@ -298,7 +303,7 @@ class EventSpec:
         return tuple(k for k in self.context.__annotations__ if k not in BASE_FIELDS)
 
 
-BASE_FIELDS = ("cfg", "workspaceDir")
+BASE_FIELDS = ("cfg", "workspaceDir", "agentId", "subagentId")
 
 EVENTS: Mapping[str, EventSpec] = {
     spec.key: spec

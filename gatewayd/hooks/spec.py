@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gatewayd.hooks.agents import AgentsSpec
+
 _EMPTY: Mapping[str, Any] = types.MappingProxyType({})
 
 
@@ -26,6 +28,8 @@ class EntrySpec:
     env: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     timeout_ms: int | None = None
     priority: int | None = None
+    agents: frozenset[str] | None = None
+    """``agents``: the agents this hook serves (``None``: whatever its metadata says)."""
     settings: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     """The entry with Eliza key names (``enabled``, ``env``, ``timeoutMs`` and the hook's own
     settings): what ``ctx.config`` shows the hook."""
@@ -97,7 +101,13 @@ class LoadSpec:
     watch: WatchSettings = field(default_factory=WatchSettings)
     node: NodeSettings = field(default_factory=NodeSettings)
     agent: AgentConfigSpec = field(default_factory=AgentConfigSpec)
+    agents: AgentsSpec = field(default_factory=AgentsSpec)
+    """``agents``: the default agent and the other agents' workspaces (``hooks/agents.py``)."""
 
     def entry(self, hook_key: str) -> EntrySpec:
-        """``hooks.entries.<hook_key>``, or the all-defaults entry."""
-        return self.entries.get(hook_key, DEFAULT_ENTRY)
+        """``hooks.entries.<hook_key>``, or the all-defaults entry. A scoped hook's key
+        (``audit@ops``) falls back to its plain one (``audit``) when it has no entry."""
+        found = self.entries.get(hook_key)
+        if found is None and "@" in hook_key:
+            found = self.entries.get(hook_key.partition("@")[0])
+        return found or DEFAULT_ENTRY

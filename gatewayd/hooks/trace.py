@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 
+from gatewayd.hooks.agents import AgentsSpec
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.handlers import Handler, HandlerKind
 from gatewayd.hooks.results import merge_result
@@ -192,6 +193,38 @@ def not_loaded(records: Iterable[Any], key: str) -> list[HandlerOutcome]:
     return skipped
 
 
+def not_serving(
+    records: Iterable[Any], key: str, session_key: str, agents: AgentsSpec
+) -> list[HandlerOutcome]:
+    """``skipped`` records for the ready hooks that subscribe to ``key`` but do not serve this
+    session's agent (``gatewayd/hooks/agents.py``), each saying whose sessions it serves."""
+    agent, serving, subagent = agents.scope(session_key)
+    ready = [r for r in records if r.status == "ready" and _subscribes(r.events, key)]
+    own = {
+        r.name.partition("@")[0]: r.name
+        for r in ready
+        if "@" in r.name and r.agent == serving and r.subagent == subagent
+    }
+    where = f"agent {agent!r}" + (f", subagent {subagent!r}" if subagent else "")
+    skipped = []
+    for record in ready:
+        if record.agents is not None and agent not in record.agents:
+            only = ", ".join(record.agents)
+            why = f"restricted to agents {only} (its agents list); the event is of {where}"
+        elif record.agent is not None and (record.agent != serving or record.subagent != subagent):
+            owner = record.agent + (f"/{record.subagent}" if record.subagent else "")
+            why = (
+                f"it belongs to {owner}, whose hooks serve only its sessions; the event is of "
+                f"{where}"
+            )
+        elif record.agent is None and record.name in own:
+            why = f"replaced by {own[record.name]} for {where}"
+        else:
+            continue
+        skipped.append(HandlerOutcome(record.name, f"ready, but {why}", "skipped", "python", 0.0))
+    return skipped
+
+
 def why_nothing_ran(key: str, skipped: list[HandlerOutcome]) -> str:
     """The sentence a trace shows for an event no handler ran for."""
     if not skipped:
@@ -201,14 +234,21 @@ def why_nothing_ran(key: str, skipped: list[HandlerOutcome]) -> str:
 
 
 def trace_entry(
-    event: HookEvent, outcomes: Iterable[HandlerOutcome] | None, records: Iterable[Any]
+    event: HookEvent,
+    outcomes: Iterable[HandlerOutcome] | None,
+    records: Iterable[Any],
+    agents: AgentsSpec | None = None,
 ) -> dict[str, Any]:
     """One event of a trace reply: ``{event, handlers: [...], reason?}``. ``outcomes`` is
-    ``None`` for an event the shutdown left undispatched; ``records`` are the last load's."""
+    ``None`` for an event the shutdown left undispatched; ``records`` are the last load's;
+    with ``agents``, ready hooks that do not serve the event's agent are listed as skipped."""
     if outcomes is None:
         return {"event": event.key, "handlers": [], "reason": "not dispatched: the gateway stopped"}
     ran = list(outcomes)
+    records = list(records)
     skipped = not_loaded(records, event.key)
+    if agents is not None:
+        skipped += not_serving(records, event.key, event.session_key, agents)
     entry: dict[str, Any] = {
         "event": event.key,
         "handlers": [o.to_json() for o in [*ran, *skipped]],

@@ -49,7 +49,7 @@ from anyio.abc import ObjectReceiveStream, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
 from gatewayd import eager
-from gatewayd.hooks.discovery import hook_roots
+from gatewayd.hooks.discovery import hook_roots, subagents_dirs
 from gatewayd.hooks.spec import LoadSpec
 from gatewayd.paths import bundled_hooks_is_checkout
 
@@ -117,10 +117,13 @@ class WatchSpec:
 
 def watch_spec(spec: LoadSpec, config_file: Path) -> WatchSpec:
     """What a daemon loading ``spec`` watches: every hook root it loads from (the bundled one
-    only in a source checkout, where it can be edited) and ``config_file`` (the one in use, or
+    only in a source checkout, where it can be edited), each agent workspace's ``subagents``
+    dir, and ``config_file`` (the one in use, or
     the default location, so that creating one is noticed)."""
     roots, _ = hook_roots(spec)
     watched = tuple(r.path for r in roots if r.source != "bundled" or bundled_hooks_is_checkout())
+    # Each agent's `subagents` dir too: a subagent's hooks dir created later is a new root.
+    watched += tuple(subagents_dirs(spec))
     load = spec.watch
     return WatchSpec(
         roots=watched,

@@ -16,6 +16,7 @@ from typing import Any
 
 from gatewayd.hooks.events import HookEvent
 from gatewayd.journal.base import Commit, DeadLetter, Item, Journal
+from gatewayd.journal.records import BASE_KEYS
 from gatewayd.journal.requests import parse_request
 
 MAX_DEAD = 1000
@@ -77,9 +78,7 @@ class MemoryJournal(Journal):
             ],
         }
         if full:
-            record["context"] = {
-                k: v for k, v in event.context.items() if k not in ("cfg", "workspaceDir")
-            }
+            record["context"] = {k: v for k, v in event.context.items() if k not in BASE_KEYS}
         return record
 
     def _ids(self, ids: list[str] | None) -> list[str]:

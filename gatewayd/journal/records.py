@@ -20,8 +20,10 @@ import json.encoder
 from collections.abc import Callable
 from typing import Any
 
-BASE_KEYS = ("cfg", "workspaceDir")
-"""Context every event carries (the gateway's base): not stored, put back on replay."""
+BASE_KEYS = ("cfg", "workspaceDir", "agentId")
+"""Context every event carries (the gateway's base): not stored, put back on replay. Only the
+base's own objects are left out: the default agent's; another agent's are stored as they are
+(replay puts the base back first, then the stored context)."""
 
 Encode = Callable[[Any], str]
 

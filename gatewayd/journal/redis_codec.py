@@ -26,12 +26,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gatewayd.hooks.events import HookEvent
+from gatewayd.journal.records import BASE_KEYS
 
 GROUP = "gatewayd"
 """The one consumer group on every partition stream."""
-BASE_KEYS = ("cfg", "workspaceDir")
-"""Context every event carries (the gateway's base): not sent, put back by the reader."""
-
 # ensure_ascii: a lone surrogate in a hook-set context value travels as \udXXX.
 _encode = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=str).encode
 
@@ -108,7 +106,8 @@ def decode_event(
         action=record["action"],
         session_key=record["session"],
         timestamp=datetime.fromtimestamp(record["ts"], UTC),
-        context={**record["ctx"], **{k: gateway[k] for k in BASE_KEYS if k in gateway}},
+        # The base first: a stored workspaceDir is another agent's (hooks/agents.py).
+        context={**{k: gateway[k] for k in BASE_KEYS if k in gateway}, **record["ctx"]},
         trace=bool(record.get("trace")),
         chain=tuple(record.get("chain") or ()),
     )

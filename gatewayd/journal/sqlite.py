@@ -221,7 +221,8 @@ class SqliteJournal(Journal):
                 action=action,
                 session_key=store.session_text(session),
                 timestamp=datetime.fromtimestamp(ts, UTC),
-                context={**json.loads(context), **{k: base[k] for k in BASE_KEYS if k in base}},
+                # The base first: a stored workspaceDir is another agent's (hooks/agents.py).
+                context={**{k: base[k] for k in BASE_KEYS if k in base}, **json.loads(context)},
             )
             event.id = f"{self._epoch}-{seq}"
             self._pending[seq] = now

@@ -50,6 +50,7 @@ def test_config_show_redacts_secrets_and_env(state_dir: Path) -> None:
         "env": {},
         "timeoutMs": None,
         "priority": None,
+        "agents": None,
         "retries": 0,
         "retryBackoffMs": 1000,
         "token": "<redacted>",

@@ -22,7 +22,10 @@ def guide_rows() -> dict[str, list[str]]:
     """The guide's events table: event cell -> its cells (after the event cell)."""
     text = GUIDE.read_text(encoding="utf-8")
     section = text.split("## 4. Events", 1)[1].split("\n## 5.", 1)[0]
-    header = "| event | fired | session key | context (besides `cfg`, `workspaceDir`) |"
+    header = (
+        "| event | fired | session key | context (besides `cfg`, `workspaceDir`, `agentId`, "
+        "`subagentId`) |"
+    )
     table = section.split(header, 1)[1]
     rows: dict[str, list[str]] = {}
     for line in table.splitlines()[2:]:

@@ -130,6 +130,7 @@ def test_listing_document(
     listing = hooks_listing(spec, loader.build(spec))
     assert listing["stateDir"] == str(roots.state)
     assert listing["workspaceDir"] == str(roots.state / "workspace")
+    assert listing["agents"] == {"default": "main", "ids": ["main"]}
     assert listing["hooks"] == [
         {
             "name": "shown",
@@ -146,6 +147,9 @@ def test_listing_document(
             "reasons": [],
             "missing": {"bins": [], "anyBins": [], "env": [], "config": [], "os": []},
             "warnings": [],
+            "agent": None,
+            "subagent": None,
+            "agents": None,
         }
     ]
     json.dumps(listing)  # plain JSON data
