@@ -23,6 +23,7 @@ from gatewayd.hooks.agents import AgentsSpec, HookScope, parse_session_key
 from gatewayd.hooks.events import create_hook_event
 from gatewayd.hooks.handlers import make_handler
 from gatewayd.hooks.registry import HookRegistry
+from tests.node.node_support import WHEEL_NODE
 from tests.support.cli import RunCli, ok
 from tests.support.daemon import Daemon
 from tests.support.fixtures import StartDaemon
@@ -297,3 +298,51 @@ def test_hooks_order_for_a_session(agents_setup: dict[str, Path], run_cli: RunCl
     assert "audit@ops" in ops and "audit" not in ops and "main-own" not in ops
     sub = order("--session", "agent:ops:subagent:researcher:1")
     assert "digest@ops/researcher" in sub and "audit@ops" not in sub
+
+
+NOTES_PY = """
+from gatewayd.hooks import define_hook
+
+
+def noted(event, ctx):
+    c = event.context
+    event.messages.append(f"notes agent={ctx.agent.name} sub={c.get('subagentId')} ws=-")
+
+
+hook = define_hook(events={"message.received": noted})
+"""
+PLAN_TS = """
+import { defineHook } from "gatewayd/hooks";
+
+type Ctx = { agent: { name: string } };
+type Event = { context: Record<string, unknown>; messages: string[] };
+
+export default defineHook({
+  events: {
+    "message.received": (event: Event, ctx: Ctx) => {
+      event.messages.push(`plan agent=${ctx.agent.name} sub=${event.context.subagentId} ws=-`);
+    },
+  },
+});
+"""
+
+
+@pytest.mark.skipif(WHEEL_NODE is None, reason="needs the gatewayd[node] extra (Node 24)")
+def test_single_file_hooks_of_an_agent_and_a_subagent(
+    agents_setup: dict[str, Path], start_daemon: StartDaemon
+) -> None:
+    ops_ws = agents_setup["ops"]
+    (ops_ws / "hooks" / "notes.py").write_text(NOTES_PY, encoding="utf-8")
+    sub_hooks = ops_ws / "subagents" / "researcher" / "hooks"
+    (sub_hooks / "plan.ts").write_text(PLAN_TS, encoding="utf-8")
+    daemon = start_daemon()
+    with daemon.control() as ctl:
+        hooks = {h["name"]: h for h in ctl.ok("hooks")["hooks"]}
+    assert hooks["notes@ops"]["status"] == "ready", hooks["notes@ops"]
+    assert hooks["plan@ops/researcher"]["status"] == "ready", hooks["plan@ops/researcher"]
+    ops = lines(daemon, "agent:ops:c1")
+    assert ops["notes"] == "agent=ops sub=None ws=-" and "plan" not in ops
+    sub = lines(daemon, "agent:ops:subagent:researcher:1")
+    assert sub["plan"] == "agent=ops sub=researcher ws=-" and "notes" not in sub
+    main = lines(daemon, "main")
+    assert "notes" not in main and "plan" not in main
