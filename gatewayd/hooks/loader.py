@@ -38,7 +38,7 @@ from typing import Any
 import structlog
 
 from gatewayd.hooks.agents import HookScope
-from gatewayd.hooks.bounded import TimedOut, call_within
+from gatewayd.hooks.bounded import Abandoned, Overrun, Watch, run_watched
 from gatewayd.hooks.cfgview import hook_cfg, public_cfg
 from gatewayd.hooks.discovery import Discovery, FoundHook, HookRoot, discover
 from gatewayd.hooks.eligibility import EligibilityChecker, empty_missing
@@ -279,6 +279,8 @@ class _Builder:
         importer: HookImporter,
         manifests: ManifestCache,
         gateway: GatewayHandle | None,
+        watch: Watch,
+        overruns: Mapping[str, str],
     ) -> None:
         self.spec = spec
         self.importer = importer
@@ -294,6 +296,11 @@ class _Builder:
         self.node_records: dict[Handler, HookRecord] = {}
         self.handlers: list[tuple[Handler, list[str]]] = []
         self.eligible = 0
+        self.watch = watch
+        """Bounds each import (``hooks/bounded.py``)."""
+        self.overruns = overruns
+        """Why each package whose import overran in an earlier try of this load did, by name:
+        those fail at once."""
 
     # -- one hook ---------------------------------------------------------------------------
 
@@ -412,20 +419,18 @@ class _Builder:
         """Run ``handler_file`` fresh as a module of ``package``; raise :class:`_Failure`."""
         self.packages.add(package)
         bound_s = timeout_s or self.spec.timeout_ms / 1000  # the hook's own timeout bounds it
-        try:
-            return call_within(
-                bound_s,
-                f"importing {handler_file}",
-                self.importer.load,
-                package,
-                directory,
-                handler_file.name,
-                allow_links=allow_links,
-            )
-        except TimedOut as exc:
+        overran = self.overruns.get(package)
+        if overran is not None:
             raise _Failure(
-                f"{exc}; remove what blocks at import time (move it into the handler)"
-            ) from None
+                f"{overran}; remove what blocks at import time (move it into the handler)"
+            )
+        try:
+            with self.watch.step(package, f"importing {handler_file}", bound_s):
+                return self.importer.load(
+                    package, directory, handler_file.name, allow_links=allow_links
+                )
+        except Abandoned:  # this try of the load was given up: unwind it, change nothing
+            raise
         except UnsafePathError as exc:  # the importer checks every file it loads
             raise _Failure(str(exc)) from None
         except BaseException as exc:  # a hook's module code may raise anything, even SystemExit
@@ -776,9 +781,20 @@ class HookLoader:
         """
         with self._lock:
             self.importer.install()
-            builder = _Builder(spec, self.importer, self.manifests, self.gateway)
-            result = builder.build()
-            self.importer.retain(builder.packages)
+            overruns: dict[str, str] = {}
+
+            def attempt(watch: Watch) -> tuple[LoadResult, set[str]]:
+                builder = _Builder(
+                    spec, self.importer, self.manifests, self.gateway, watch, overruns
+                )
+                return builder.build(), builder.packages
+
+            # Each try runs in a thread of its own with its imports bounded; when one overruns,
+            # that try is abandoned and the load tried again, failing that hook at once.
+            while isinstance(outcome := run_watched(attempt), Overrun):
+                overruns[outcome.key] = outcome.message
+            result, packages = outcome
+            self.importer.retain(packages)
             # The previous generation's modules are cycles (functions <-> module dicts);
             # collect them now rather than whenever the allocator decides to.
             gc.collect()

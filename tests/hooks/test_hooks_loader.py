@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -235,6 +236,49 @@ def test_per_hook_timeout_precedence(roots: Roots, build: Build, write_hook: Wri
     result = build({"hooks": {"entries": {"both": {"timeoutMs": 700}}}})
     timeouts = {h.hook: h.timeout_s for h, _ in result.handlers}
     assert timeouts == {"both": 0.7, "default": None, "own": 2.5}
+
+
+BLOCKS_UNTIL_RELEASED = """
+import threading
+RELEASE = threading.Event()
+RELEASE.wait(30)  # an import that does not return until the test lets it
+
+async def handler(event):
+    event.messages.append("stuck")
+"""
+
+
+def test_an_import_over_its_timeout_fails_that_hook_and_the_rest_load_in_order(
+    roots: Roots, build: Build, write_hook: WriteHook, loader: HookLoader
+) -> None:
+    write_hook(roots.managed, "a-before")
+    write_hook(roots.managed, "b-stuck", handler=BLOCKS_UNTIL_RELEASED)
+    write_hook(roots.managed, "c-after")
+    started = time.monotonic()
+    result = build({"hooks": {"entries": {"b-stuck": {"timeoutMs": 300}}}})
+    assert time.monotonic() - started < 10
+    stuck = record(result, "b-stuck")
+    assert stuck.status == "failed"
+    (reason,) = stuck.reasons
+    assert reason.startswith("importing ") and "b-stuck" in reason
+    assert reason.endswith(
+        "did not finish within 0.3 s (abandoned); remove what blocks at import time "
+        "(move it into the handler)"
+    )
+    assert [h.hook for h, _ in result.handlers] == ["a-before", "c-after"]
+    assert messages(result) == ["a-before", "c-after"]
+    assert result.registered == 2 and result.failed == [stuck.summary_line()]
+    # Let the abandoned import return: its thread then ends without touching the loader.
+    (stuck_module,) = [
+        module
+        for name, module in sys.modules.items()
+        if name.startswith(f"{loader.importer.root}.b_stuck") and name.endswith(".handler")
+    ]
+    stuck_module.RELEASE.set()
+    deadline = time.monotonic() + 10
+    while any(t.name.startswith("gatewayd-load") for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the abandoned load's thread did not end"
+        time.sleep(0.01)
 
 
 # -- path safety --------------------------------------------------------------------------------
