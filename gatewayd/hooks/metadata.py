@@ -109,13 +109,18 @@ class _Strict(BaseModel):
     )
 
 
+# Mutable defaults are given as factories: a plain ``[]`` or ``Requires()`` default is
+# deep-copied by pydantic on every validation (2,000 ``copy.deepcopy`` calls per 1,000
+# manifests, ~40% of their validation; bench/NOTES.md, issue 18).
+
+
 class Requires(_Strict):
     """``metadata.eliza.requires``: what must be present for the hook to be eligible."""
 
-    bins: StrList = []
-    any_bins: StrList = []
-    env: StrList = []
-    config: StrList = []
+    bins: StrList = Field(default_factory=list)
+    any_bins: StrList = Field(default_factory=list)
+    env: StrList = Field(default_factory=list)
+    config: StrList = Field(default_factory=list)
 
 
 class ElizaMeta(_Strict):
@@ -125,11 +130,11 @@ class ElizaMeta(_Strict):
     hook_key: str | None = None
     emoji: str | None = None
     homepage: str | None = None
-    events: StrList = []
+    events: StrList = Field(default_factory=list)
     export: str | None = None
-    os: StrList = []
-    requires: Requires = Requires()
-    install: list[dict[str, Any]] = []
+    os: StrList = Field(default_factory=list)
+    requires: Requires = Field(default_factory=Requires)
+    install: list[dict[str, Any]] = Field(default_factory=list)
     timeout_ms: int | None = Field(None, ge=1)
     priority: int | None = None
     background: bool = False
@@ -167,7 +172,7 @@ class HookManifest(BaseModel):
     export: str | None = None
     always: bool = False
     os: tuple[str, ...] = ()
-    requires: Requires = Requires()
+    requires: Requires = Field(default_factory=Requires)
     install: tuple[dict[str, Any], ...] = ()
     timeout_ms: int | None = None
     priority: int | None = None
