@@ -239,17 +239,29 @@ def find_handler(hook_dir: Path) -> tuple[Path | None, bool, str | None]:
     return None, False, problem
 
 
-def _entries(root: HookRoot) -> Iterator[Path]:
+def _entries(root: HookRoot) -> Iterator[tuple[str, str]]:
+    """``(name, manifest file name)`` of each hook directory in ``root``, sorted by name."""
     try:
-        names = sorted(os.listdir(root.path))
+        with os.scandir(root.path) as listing:
+            entries = sorted(listing, key=lambda entry: entry.name)
     except (FileNotFoundError, NotADirectoryError):
         return
-    for name in names:
+    for entry in entries:
+        name = entry.name
         if name.startswith(".") or name == "__pycache__":
             continue
-        hook_dir = root.path / name
-        if any(os.path.isfile(hook_dir / manifest) for manifest in MANIFEST_FILES):
-            yield hook_dir
+        # is_dir() comes from the directory listing (no stat) except for a symlink; a file
+        # is skipped without looking for a manifest inside it.
+        try:
+            if not entry.is_dir():
+                continue
+        except OSError:  # a symlink whose target cannot be read: no manifest to be found
+            continue
+        manifest = next(
+            (m for m in MANIFEST_FILES if os.path.isfile(f"{entry.path}{os.sep}{m}")), None
+        )
+        if manifest is not None:
+            yield name, manifest
 
 
 def scan(
@@ -258,11 +270,11 @@ def scan(
     """The hooks in one root: directories in sorted order, with manifests parsed and handlers
     looked up, then single-file hooks; ``not_hooks`` gets why other code files are not hooks."""
     found = []
-    for hook_dir in _entries(root):
-        hook_md = next(
-            (hook_dir / f for f in MANIFEST_FILES if os.path.isfile(hook_dir / f)),
-            hook_dir / MANIFEST_FILES[0],
-        )
+    hook_dirs: set[str] = set()
+    for name, manifest_file in _entries(root):
+        hook_dirs.add(name)
+        hook_dir = root.path / name
+        hook_md = hook_dir / manifest_file
         manifest: HookManifest | None = None
         errors: list[str] = []
         try:
@@ -271,7 +283,7 @@ def scan(
             errors = exc.errors
         handler, command, problem = find_handler(hook_dir)
         found.append(FoundHook(root, hook_dir, manifest, errors, handler, command, problem))
-    files, notes = scan_files(root.path)
+    files, notes = scan_files(root.path, hook_dirs)
     if not_hooks is not None:
         not_hooks.extend(notes)
     for file in files:
@@ -321,5 +333,5 @@ def discover(spec: LoadSpec, manifests: ManifestCache | None = None) -> Discover
                     f"(a later root wins a name conflict)"
                 )
             winner[hook.name] = hook
-    manifests.retain({hook.path / f for hook in hooks for f in MANIFEST_FILES})
+    manifests.retain_read()
     return Discovery(roots, hooks, rejected, not_hooks)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -79,9 +80,12 @@ def _name_problem(relative: str, name: str) -> str | None:
     )
 
 
-def scan_files(root: Path) -> tuple[list[HookFile], list[str]]:
+def scan_files(
+    root: Path, hook_dirs: Container[str] = frozenset()
+) -> tuple[list[HookFile], list[str]]:
     """The single-file hooks under ``root`` (sorted by path) and ``path: why not a hook`` for
-    every other code file and skipped directory (see the module docstring)."""
+    every other code file and skipped directory (see the module docstring). ``hook_dirs``: names
+    of directories at the top of ``root`` the caller already knows hold a manifest."""
     found: list[HookFile] = []
     notes: list[str] = []
 
@@ -93,6 +97,8 @@ def scan_files(root: Path) -> tuple[list[HookFile], list[str]]:
         for name in names:
             if name.startswith(".") or name == "__pycache__":
                 continue
+            if depth == 1 and name in hook_dirs and name not in SKIPPED_DIRS:
+                continue  # a hook directory: its files are that hook's
             path = directory / name
             relative = prefix + name
             if path.is_dir():

@@ -466,6 +466,7 @@ class ManifestCache:
 
     def __init__(self) -> None:
         self._entries: dict[tuple[Path, str], tuple[bytes, HookManifest | ManifestError]] = {}
+        self._read: set[tuple[Path, str]] = set()
 
     def read(self, path: Path, *, source: str | None = None) -> HookManifest:
         """Like :func:`read_manifest`, answered from the cache when the bytes are unchanged."""
@@ -475,6 +476,7 @@ class ManifestCache:
         except OSError as exc:
             raise ManifestError([f"{where}: cannot read: {exc.strerror or exc}"]) from None
         key = (path, where)
+        self._read.add(key)
         cached = self._entries.get(key)
         if cached is None or cached[0] != data:
             outcome: HookManifest | ManifestError
@@ -487,10 +489,10 @@ class ManifestCache:
             raise ManifestError(list(cached[1].errors))
         return cached[1]
 
-    def retain(self, paths: set[Path]) -> None:
-        """Forget every manifest whose path is not in ``paths``."""
-        for key in [k for k in self._entries if k[0] not in paths]:
-            del self._entries[key]
+    def retain_read(self) -> None:
+        """Forget every manifest not read since the previous call (hooks that are gone)."""
+        self._entries = {k: v for k, v in self._entries.items() if k in self._read}
+        self._read = set()
 
 
 def _decode(data: bytes, where: str) -> str:
