@@ -11,7 +11,9 @@ import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from inspect import CO_VARARGS
 from pathlib import Path
+from types import FunctionType
 from typing import Any
 
 import structlog
@@ -131,6 +133,14 @@ def _is_async(fn: Callable[..., Any]) -> bool:
 
 
 def _takes_ctx(fn: Callable[..., Any], where: str) -> bool:
+    if type(fn) is FunctionType and not fn.__dict__:
+        # A plain function (nothing set on it: no __wrapped__, no __signature__) of one or two
+        # positional parameters, no *args, no keyword-only ones: read from its code object.
+        # inspect.signature() was 40 to 70 us of each hook's load (bench/NOTES.md, issue 18).
+        code = fn.__code__
+        plain = not code.co_kwonlyargcount and not code.co_flags & CO_VARARGS
+        if plain and 1 <= code.co_argcount <= 2:
+            return code.co_argcount == 2
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError) as exc:
