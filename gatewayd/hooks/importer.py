@@ -192,6 +192,8 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self._packages: dict[str, HookPackage] = {}
         self._code: dict[str, tuple[bytes, types.CodeType]] = {}
         self._used: set[str] = set()
+        self._dropped = 0
+        """Modules taken out of ``sys.modules`` since the last :meth:`retain`."""
         self._lock = threading.RLock()
 
     # -- the importlib protocol (sibling modules a hook imports) ---------------------------
@@ -267,10 +269,10 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         package = self._packages.get(name)
         if package is None:
             return
-        for module in list(package.modules):  # an abandoned import may still add one
-            sys.modules.pop(module, None)
+        for module in [*package.modules, name]:  # an abandoned import may still add one
+            if sys.modules.pop(module, None) is not None:
+                self._dropped += 1
         package.modules.clear()
-        sys.modules.pop(name, None)
 
     def _create(self, spec: ModuleSpec) -> types.ModuleType:
         module = importlib.util.module_from_spec(spec)
@@ -306,15 +308,19 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                 self.purge(name)
             raise
 
-    def retain(self, names: set[str]) -> None:
+    def retain(self, names: set[str]) -> int:
         """End of a load: forget (and purge) every package not in ``names`` (hooks that are
-        gone) and every compiled file not executed since the previous call."""
+        gone) and every compiled file not executed since the previous call. Returns how many
+        modules left ``sys.modules`` since the previous call (the old generation, now garbage
+        once no running handler holds it)."""
         with self._lock:
             for name in [n for n in self._packages if n not in names]:
                 self.purge(name)
                 del self._packages[name]
             self._code = {k: v for k, v in self._code.items() if k in self._used}
             self._used = set()
+            dropped, self._dropped = self._dropped, 0
+            return dropped
 
     def close(self) -> None:
         """Forget every hook module and leave ``sys.meta_path`` (the gateway is gone)."""
