@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from time import monotonic
 from typing import Any, TypeVar
@@ -59,27 +58,29 @@ class Watch:
         self._finished = False
         self.abandoned = False
 
-    @contextmanager
-    def step(self, key: str, what: str, bound_s: float) -> Iterator[None]:
-        """Run the body as one step that must finish within ``bound_s`` seconds. Raises
-        :class:`Abandoned` (in place of whatever the body raised) once the watcher gave up."""
+    def step(self, key: str, what: str, bound_s: float) -> Watch:
+        """``with watch.step(...)``: run the body as one step that must finish within
+        ``bound_s`` seconds. Raises :class:`Abandoned` (in place of whatever the body raised)
+        once the watcher gave up on it."""
         deadline = monotonic() + bound_s
-        thread = threading.current_thread()
         with self._cond:
             if self.abandoned:
                 raise Abandoned
             self._step = (key, what, bound_s, deadline)
             if deadline < self._wake_at:  # the watcher sleeps past this deadline: wake it
                 self._cond.notify()
-        thread.name = f"gatewayd-load: {what}"  # what a thread dump shows it doing
-        try:
-            yield
-        finally:
-            thread.name = "gatewayd-load"
-            with self._cond:
-                if self.abandoned:
-                    raise Abandoned  # whatever the body raised is moot now
-                self._step = None
+        threading.current_thread().name = f"gatewayd-load: {what}"  # for a thread dump
+        return self
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> None:
+        threading.current_thread().name = "gatewayd-load"
+        with self._cond:
+            if self.abandoned:
+                raise Abandoned  # whatever the body raised is moot now
+            self._step = None
 
     def _finish(self) -> None:
         with self._cond:
