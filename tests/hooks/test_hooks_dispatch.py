@@ -15,6 +15,7 @@ from gatewayd.hooks import HookEvent, create_hook_event
 from gatewayd.hooks.events import EventKeyError
 from gatewayd.hooks.handlers import Handler, HandlerSignatureError, make_handler
 from gatewayd.hooks.registry import HookRegistry
+from gatewayd.hooks.stats import BUCKETS, RING, HookStats
 
 
 def new_event(key: str = "command:new") -> HookEvent:
@@ -269,3 +270,49 @@ def test_cancellation_from_outside_is_not_swallowed() -> None:
 
     assert anyio.run(main) is True
     assert finished == []
+
+
+def test_every_call_is_counted_and_timed_across_ring_folds() -> None:
+    registry = HookRegistry()
+
+    async def quiet(event: HookEvent) -> None:
+        pass
+
+    async def deciding(event: HookEvent) -> dict[str, Any]:
+        return {"context": {"seen": True}}
+
+    registry.set_file_hooks(
+        [
+            (file_hook("quiet", quiet), ["command:new"]),
+            (file_hook("deciding", deciding), ["command"]),
+        ]
+    )
+
+    async def many() -> list[Any]:
+        return [await registry.dispatch(new_event()) for _ in range(RING + 44)]
+
+    reports = anyio.run(many)
+    assert {(r.handlers, r.errors, r.timeouts, r.outcomes) for r in reports} == {(2, 0, 0, ())}
+    for name in ("quiet", "deciding"):
+        stats = registry.stats()[name]
+        cumulative, total_s, count = stats.histogram()
+        assert stats.calls == count == cumulative[-1] == RING + 44
+        assert stats.folded == RING and total_s >= 0
+        assert all(0 <= d < 1 for d in stats.durations)
+
+
+def test_a_fold_counts_each_duration_in_the_bucket_of_its_upper_bound() -> None:
+    stats = HookStats()
+    # Exactly on a bound counts in that bound's bucket (le="0.001" includes 0.001 s).
+    ring = [0.0, 0.0005, 0.0007, 0.001, 0.0011, 29.0, 30.0, 31.0] * (RING // 8)
+    for seconds in ring:
+        stats.record(seconds)
+    assert stats.folded == RING
+    expected = [0] * (len(BUCKETS) + 1)
+    for seconds in ring:
+        expected[sum(bound < seconds for bound in BUCKETS)] += 1
+    assert stats.buckets == expected
+    assert stats.total_s == pytest.approx(sum(ring))
+    stats.record(100.0)  # not folded yet: counted by histogram() from the ring
+    cumulative, _, count = stats.histogram()
+    assert count == RING + 1 and cumulative[-1] == RING + 1 and cumulative[-2] == RING - RING // 8
