@@ -350,43 +350,52 @@ class HookRegistry:
         context = event.context
         # Each handler sees its own hook's settings in cfg, no other's (hooks/cfgview.py).
         base_cfg = context.get("cfg", _NO_CFG)
+        # One clock read per handler: a handler starts when the previous one ended, and t0 is
+        # read again after anything slow between two handlers (a result merged, a failure).
+        t0 = perf_counter()
         for handler in plan:
             if event.halted:  # a handler blocked or cancelled: lower priorities do not run
                 break
             ran += 1
             if base_cfg is not _NO_CFG:
                 context["cfg"] = base_cfg if handler.cfg is None else handler.cfg
-            t0 = perf_counter()
             if handler.kind is _ASYNC:
                 # Step the coroutine by hand: most handlers finish without suspending, and
                 # those need no cancel scope. Only a handler that suspends gets a timeout.
                 # `slot.hook` names the hook whose code is on the loop (loop-lag monitor, logs).
-                call = handler.call
                 slot.hook = handler.hook
                 try:
-                    coro = call(event, handler.ctx) if handler.takes_ctx else call(event)  # type: ignore[misc]
+                    if handler.takes_ctx:
+                        coro = handler.call(event, handler.ctx)  # type: ignore[misc]
+                    else:
+                        coro = handler.call(event)  # type: ignore[misc]
                     yielded = coro.send(None)
                 except StopIteration as stop:
                     slot.hook = None
+                    t1 = perf_counter()
                     stats = handler.stats  # HookStats.record() inlined
-                    stats.durations[stats.calls & _MASK] = perf_counter() - t0
-                    stats.calls += 1
-                    if not stats.calls & _MASK:
+                    calls = stats.calls
+                    stats.durations[calls & _MASK] = t1 - t0
+                    stats.calls = calls = calls + 1
+                    if not calls & _MASK:
                         stats.fold()
+                    t0 = t1
                     if stop.value is not None:
                         merge_result(event, handler.hook, stop.value)
+                        t0 = perf_counter()
                     continue
                 except BaseException as exc:
                     slot.hook = None
                     # Looked up here, not per event: get_cancelled_exc_class() costs ~1 us.
                     if isinstance(exc, anyio.get_cancelled_exc_class()):
                         raise
+                    seconds = perf_counter() - t0
                     report_failure(handler, event, exc)
                     errors += 1
-                    seconds = perf_counter() - t0
                     handler.stats.record(seconds)
                     failed = failed or []
                     failed.append(failure(handler, _ERROR, seconds))
+                    t0 = perf_counter()
                     continue
                 slot.hook = None
                 outcome = await finish_async(
@@ -405,8 +414,10 @@ class HookRegistry:
                 outcome = await run_command(
                     handler, event, handler.timeout_s or self.default_timeout_s
                 )
-            seconds = perf_counter() - t0
+            t1 = perf_counter()
+            seconds = t1 - t0
             handler.stats.record(seconds)
+            t0 = t1
             if outcome is _OK:
                 continue
             if outcome is _ERROR:
@@ -415,10 +426,12 @@ class HookRegistry:
                 timeouts += 1
             failed = failed or []
             failed.append(failure(handler, outcome, seconds))
+            t0 = perf_counter()
         if base_cfg is not _NO_CFG:
             context["cfg"] = base_cfg
         if failed is None:
-            return DispatchReport(ran, errors, timeouts)
+            # Every handler ran clean: a report built once (0.2 us to build a NamedTuple).
+            return _CLEAN_REPORTS[ran] if ran < len(_CLEAN_REPORTS) else DispatchReport(ran, 0, 0)
         return DispatchReport(ran, errors, timeouts, tuple(failed))
 
 
@@ -435,6 +448,7 @@ _ASYNC, _SYNC, _NODE = HandlerKind.ASYNC, HandlerKind.SYNC, HandlerKind.NODE
 _OK, _ERROR, _TIMEOUT = Outcome.OK, Outcome.ERROR, Outcome.TIMEOUT
 _MASK = RING - 1
 _NO_CFG: Any = object()
+_CLEAN_REPORTS = tuple(DispatchReport(n, 0, 0) for n in range(64))
 
 
 code_hooks = CodeHooks()
