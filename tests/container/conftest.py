@@ -4,8 +4,9 @@ Building the images takes minutes on these machines (dockerd's vfs driver copies
 root filesystem for every layer), so when a session has container tests the builds start in a
 background thread as soon as collection ends, and the container tests are moved to the end of
 the run: the rest of the suite runs while the images build. Under pytest-xdist one worker
-builds for the whole run (see :mod:`tests.container.images`), and the container tests all run
-in one worker (``xdist_group("container")``, with ``--dist loadgroup``).
+builds for the whole run (see :mod:`tests.container.images`), and each container test module
+runs in one worker (``xdist_group("container-docker")``, ``xdist_group("container-systemd")``,
+with ``--dist loadgroup``): the two modules run side by side once their images are built.
 
 * ``docker_ready`` (session): skips, with the reason, only when ``container-env.sh --check``
   says Docker cannot run here; otherwise clears what killed sessions left behind and makes the

@@ -19,7 +19,9 @@ pytestmark = [
     pytest.mark.container,
     pytest.mark.slow,
     pytest.mark.timeout(900),
-    pytest.mark.xdist_group("container"),  # one worker: module-scoped containers, one build
+    # One worker for this module (its containers are module-scoped); the systemd module has
+    # a group of its own, so the two run side by side once the images are built.
+    pytest.mark.xdist_group("container-docker"),
 ]
 
 IMAGE_UID = "10001"

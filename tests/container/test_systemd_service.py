@@ -20,7 +20,9 @@ pytestmark = [
     pytest.mark.container,
     pytest.mark.slow,
     pytest.mark.timeout(900),
-    pytest.mark.xdist_group("container"),  # one worker: module-scoped containers, one build
+    # One worker for this module (its unit and container are module-scoped); the Docker image
+    # module has a group of its own, so the two run side by side once the images are built.
+    pytest.mark.xdist_group("container-systemd"),
 ]
 
 UNIT = "gatewayd.service"
