@@ -123,7 +123,12 @@ def run_watched(fn: Callable[[Watch], T]) -> T | Overrun:
             watch._finish()
 
     threading.Thread(target=run, name="gatewayd-load", daemon=True).start()
-    overrun = watch._wait()
+    try:
+        overrun = watch._wait()
+    except BaseException:  # the caller is interrupted: the load stops at its next step
+        with watch._cond:
+            watch.abandoned = True
+        raise
     if overrun is not None:
         return overrun
     ok, value = outcome[0]
