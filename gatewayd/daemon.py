@@ -597,6 +597,8 @@ class Gateway:
             began, t0 = time.time(), time.perf_counter()
             self.notifier.reloading()
             log.info("reload.begin", trigger=trigger)
+            files = frozenset(files)
+            early = self.node.reimport() if self._hook_files_only(trigger, files) else None
             summary: dict[str, Any] | None = None
             changes: dict[str, Any] | None = None
             errors: list[str] = []
@@ -608,7 +610,7 @@ class Gateway:
                     # so an edit made while this reload runs is never lost between the two.
                     await self.watcher.update(_watch_spec(config))
                 result = await anyio.to_thread.run_sync(self.loader.build, config.load_spec())
-                generation = await load_node_hooks(result, self.node)
+                generation = await load_node_hooks(result, self.node, early)
                 prints = await anyio.to_thread.run_sync(fingerprints, result.records)
             except ConfigError as exc:
                 outcome, errors = "refused", [f"{exc.source}: {e}" for e in exc.errors]
@@ -637,6 +639,8 @@ class Gateway:
                 self._load, self._prints = result, prints
                 outcome = "partial" if result.failed else "ok"
                 summary = {**result.summary(), "statuses": _statuses(result.records)}
+            if early is not None:
+                await self.node.discard(early)
             record: dict[str, Any] = {
                 "time": iso_utc(began),
                 "duration_ms": round((time.perf_counter() - t0) * 1000, 1),
@@ -653,6 +657,14 @@ class Gateway:
             (log.info if outcome == "ok" else log.warning)("reload.done", **record)
             self.notifier.ready(self._status_line())
             return {**record, "summary": summary, "errors": errors}
+
+    def _hook_files_only(self, trigger: str, files: frozenset[Path]) -> bool:
+        """Whether this reload is the watcher's, for hook files only: then the JS/TS hooks are
+        re-imported while the config is read and the Python hooks built (``NodeRuntime.reimport``).
+        Not when the config changed: that most often changes which hooks run, and where."""
+        if trigger != "watch" or self.watcher is None:
+            return False
+        return not files & frozenset(self.watcher.spec.files)
 
     def _refuse_vanished_config(self, config: Config) -> None:
         """A reload that finds the config file gone would fall back to the built-in defaults

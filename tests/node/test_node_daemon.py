@@ -237,6 +237,38 @@ def test_a_saved_ts_handler_is_live_with_its_new_helper(
     wait_until(lambda: send(daemon, "/hello") == ["v4"], 30, "the fixed handler")
 
 
+@needs_wheel
+def test_a_watched_save_imports_the_ts_hook_once_and_follows_a_new_export(
+    state_dir: Path, start_daemon: StartDaemon
+) -> None:
+    """A save of hook files re-imports the JS/TS hooks while the Python side rebuilds
+    (``NodeRuntime.reimport``): one import per reload when the hooks are the same; an edit of
+    HOOK.md that names another export is followed."""
+    log = state_dir / "imports.log"
+
+    def source(version: str) -> dict[str, str]:
+        return {
+            "handler.ts": f"""
+                import {{ appendFileSync }} from "node:fs";
+                appendFileSync({str(log)!r}, "import\\n");
+                export default async (event: any) => {{ event.messages.push("{version}"); }};
+                export const other = async (event: any) => {{ event.messages.push("other"); }};
+            """
+        }
+
+    hook = write_js_hook(state_dir / "hooks", "a-ts", source("v0"))
+    daemon = start_daemon(watch=True)
+    assert send(daemon, "/hello") == ["v0"]
+    write_js_hook(state_dir / "hooks", "a-ts", source("v1"))
+    wait_until(lambda: send(daemon, "/hello") == ["v1"], 30, "the edited handler")
+    with daemon.control() as ctl:
+        reloads = ctl.ok("status")["status"]["reloads"]
+    assert len(log.read_text().splitlines()) == 1 + reloads
+    write_js_hook(state_dir / "hooks", "a-ts", {}, meta={"export": "other"})
+    wait_until(lambda: send(daemon, "/hello") == ["other"], 30, "the new export")
+    assert hook.is_dir()
+
+
 def test_a_directory_with_only_unrunnable_files_says_what_to_rename(
     state_dir: Path, start_daemon: StartDaemon
 ) -> None:

@@ -328,3 +328,115 @@ def test_a_load_that_was_never_activated_is_dropped_at_the_next_load(tmp_path: P
     assert result["loaded"] == (Outcome.OK, ["v0 ts"])
     assert result["dropped"][0] is Outcome.ERROR
     assert result["latest"] == (Outcome.OK, ["v0 ts"])
+
+
+def counted_hook(tmp_path: Path, version: str) -> Path:
+    """A ``.ts`` hook that appends a line to ``imports.log`` each time it is imported, with a
+    default export saying ``version`` and a named ``other``."""
+    log = tmp_path / "imports.log"
+    source = f"""
+        import {{ appendFileSync }} from "node:fs";
+        appendFileSync({str(log)!r}, "import\\n");
+        export default async (event: any) => {{ event.messages.push("{version}"); }};
+        export const other = async (event: any) => {{ event.messages.push("other"); }};
+    """
+    return write_js_hook(tmp_path, "counted", {"handler.ts": source}) / "handler.ts"
+
+
+def imports(tmp_path: Path) -> int:
+    return len((tmp_path / "imports.log").read_text().splitlines())
+
+
+@needs_wheel
+def test_an_early_reimport_is_the_load_that_asks_for_the_same_hooks(tmp_path: Path) -> None:
+    """``reimport`` starts the next load before the build; a load of the same hooks takes it:
+    one import per reload, the code on disk when the reload began, in the same worker."""
+    file = counted_hook(tmp_path, "v0")
+
+    async def body(runtime: NodeRuntime) -> dict[str, Any]:
+        none_yet = runtime.reimport()
+        _, pid1 = await generation_of(runtime, wheel_binary(), {"counted": file})
+        counted_hook(tmp_path, "v1")
+        early = runtime.reimport()
+        assert early is not None
+        again = runtime.reimport()  # one at a time
+        hook = NodeHook("counted", file)  # what the build makes
+        generation, errors = await runtime.load(wheel_binary(), [hook], early)
+        runtime.activate(generation)
+        assert generation.worker is not None
+        return {
+            "none_yet": none_yet,
+            "again": again,
+            "taken": generation is early.generation,
+            "bound": hook.generation is generation and generation.hooks == [hook],
+            "errors": errors,
+            "said": await say(hook),
+            "pids": (pid1, generation.worker.pid),
+            "imports": imports(tmp_path),
+        }
+
+    result = with_runtime(body)
+    assert result["none_yet"] is None and result["again"] is None
+    assert result["taken"] and result["bound"] and result["errors"] == {}
+    assert result["said"] == (Outcome.OK, ["v1"])
+    assert result["pids"][0] == result["pids"][1]
+    assert result["imports"] == 2
+
+
+@needs_wheel
+def test_an_early_reimport_of_other_hooks_is_discarded(tmp_path: Path) -> None:
+    """The build asks for another export (or another set of hooks): the early load is not taken,
+    the hooks are imported as asked, and the early load's handlers are dropped once idle."""
+    file = counted_hook(tmp_path, "v0")
+
+    async def body(runtime: NodeRuntime) -> dict[str, Any]:
+        await generation_of(runtime, wheel_binary(), {"counted": file})
+        early = runtime.reimport()
+        assert early is not None
+        hook = NodeHook("counted", file, "other")
+        generation, errors = await runtime.load(wheel_binary(), [hook], early)
+        runtime.activate(generation)
+        stand_in = early.hooks[0]
+        for _ in range(150):  # up to 30 s
+            if (dropped := await say(stand_in))[0] is not Outcome.OK:
+                break
+            await anyio.sleep(0.2)
+        return {
+            "taken": generation is early.generation,
+            "errors": errors,
+            "said": await say(hook),
+            "dropped": dropped,
+            "imports": imports(tmp_path),
+        }
+
+    result = with_runtime(body)
+    assert not result["taken"] and result["errors"] == {}
+    assert result["said"] == (Outcome.OK, ["other"])
+    assert result["dropped"][0] is Outcome.ERROR
+    assert result["imports"] == 3  # the first load, the discarded one, the one asked for
+
+
+@needs_wheel
+def test_an_early_reimport_no_load_takes_is_dropped(tmp_path: Path) -> None:
+    """A reload that fails before its JS load discards its early load: the current generation
+    keeps running, and the next reload can start one again."""
+    file = counted_hook(tmp_path, "v0")
+
+    async def body(runtime: NodeRuntime) -> dict[str, Any]:
+        first, _ = await generation_of(runtime, wheel_binary(), {"counted": file})
+        early = runtime.reimport()
+        assert early is not None
+        await runtime.discard(early)
+        stand_in = early.hooks[0]
+        for _ in range(150):  # up to 30 s
+            if (dropped := await say(stand_in))[0] is not Outcome.OK:
+                break
+            await anyio.sleep(0.2)
+        next_one = runtime.reimport()
+        assert next_one is not None
+        await runtime.discard(next_one)
+        return {"dropped": dropped, "current": await say(first["counted"])}
+
+    result = with_runtime(body)
+    assert result["dropped"][0] is Outcome.ERROR
+    assert result["current"] == (Outcome.OK, ["v0"])

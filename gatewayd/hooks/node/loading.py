@@ -14,14 +14,17 @@ import anyio
 
 from gatewayd.hooks.filehooks import expand_node_hook
 from gatewayd.hooks.handlers import HandlerKind
-from gatewayd.hooks.node.runtime import Generation, NodeRuntime
+from gatewayd.hooks.node.runtime import EarlyLoad, Generation, NodeRuntime
 
 if TYPE_CHECKING:
     from gatewayd.hooks.loader import LoadResult
 
 
-async def load_node_hooks(result: LoadResult, runtime: NodeRuntime) -> Generation | None:
-    """Import the JS/TS handlers of ``result`` into a new generation (None when it has none).
+async def load_node_hooks(
+    result: LoadResult, runtime: NodeRuntime, early: EarlyLoad | None = None
+) -> Generation | None:
+    """Import the JS/TS handlers of ``result`` into a new generation (None when it has none);
+    ``early``: the reload's :meth:`NodeRuntime.reimport`, taken when it imported the same hooks.
 
     Handlers whose module fails to import (a syntax error, a missing export, a throw at the top
     level, an import that never settles) are removed from ``result`` with their reason.
@@ -36,7 +39,7 @@ async def load_node_hooks(result: LoadResult, runtime: NodeRuntime) -> Generatio
         for handler in pending:
             result.fail(handler, "node not found")
         return None
-    generation, errors = await runtime.load(binary, [handler.node for handler in pending])
+    generation, errors = await runtime.load(binary, [handler.node for handler in pending], early)
     for handler in pending:
         if (reason := errors.get(handler.node)) is not None:
             result.fail(handler, reason)

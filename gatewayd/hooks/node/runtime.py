@@ -10,6 +10,9 @@ file the worker loaded from ``node_modules`` changed on disk, or when the worker
 :data:`RECYCLE_GENERATIONS` generations or :data:`RECYCLE_GROWTH_BYTES` of growth, which keeps
 its memory bounded however often hooks are edited). A fresh worker is the *spare* when one is
 ready: started ahead of time, its Node started and its type stripper warmed.
+:meth:`NodeRuntime.reimport` starts the next load of the current generation's hooks before a
+reload has rebuilt its hook list, and the reload's :meth:`NodeRuntime.load` takes it when it asks
+for the same hooks (so a watched save of a ``.ts`` file imports while the Python side rebuilds).
 :meth:`NodeRuntime.activate` makes a generation current and retires the previous one: once none
 of its calls is in flight, its handlers are dropped from a worker that stays in use, or its
 worker is stopped.
@@ -95,6 +98,15 @@ class NodeHook:
                 self._cfg_json = None
             self._cfg = cfg
         return self._cfg_json
+
+    def wire(self) -> dict[str, Any]:
+        """What the worker is told to import (its ``load`` op, less the id and tag)."""
+        return {
+            "name": self.name,
+            "file": str(self.file),
+            "export": self.export,
+            "events": self.events,
+        }
 
     def __post_init__(self) -> None:
         self.hook_key = self.hook_key or self.name
@@ -214,6 +226,9 @@ class Generation:
         self.runtime = runtime
         self.binary = binary
         self.hooks = list(hooks)
+        self.asked = tuple(hooks)
+        """Every hook its load asked for, the ones whose import failed too (:attr:`hooks` keeps
+        those that loaded)."""
         self.tag = str(runtime._sequence)
         """In the URL of each of its modules (``worker.mjs``): its module graph is its own."""
         self.typescript = any(h.file.suffix in TS_SUFFIXES for h in hooks)
@@ -234,14 +249,7 @@ class Generation:
         futures = []
         self.gone = set()
         for hook in self.hooks:
-            spec = {
-                "id": hook.id,
-                "name": hook.name,
-                "file": str(hook.file),
-                "export": hook.export,
-                "tag": self.tag,
-                "events": hook.events,
-            }
+            spec = {**hook.wire(), "id": hook.id, "tag": self.tag}
             futures.append((hook, worker.request({"op": "load", "hook": spec})))
         errors: dict[NodeHook, str] = {}
         with anyio.move_on_after(LOAD_TIMEOUT_S):
@@ -368,6 +376,38 @@ def _due(worker: NodeWorker) -> bool:
     return worker.generations >= RECYCLE_GENERATIONS or grown > RECYCLE_GROWTH_BYTES
 
 
+@dataclass(eq=False)
+class EarlyLoad:
+    """A load started by :meth:`NodeRuntime.reimport`, ahead of the build that will ask for it."""
+
+    binary: NodeBinary
+    hooks: list[NodeHook]
+    """Stand-ins for the hooks of the current generation's load (the build makes its own)."""
+    done: anyio.Event = field(default_factory=anyio.Event)
+    generation: Generation | None = None
+    errors: dict[NodeHook, str] = field(default_factory=dict)
+
+    def adopt(
+        self, binary: NodeBinary, hooks: Sequence[NodeHook]
+    ) -> tuple[Generation, dict[NodeHook, str]] | None:
+        """This load as the load of ``hooks``, or None when they are not what it imported (a
+        hook added, removed or changed in name, file, export or kind, or another Node)."""
+        generation = self.generation
+        if (
+            generation is None
+            or binary != self.binary
+            or [h.wire() for h in hooks] != [h.wire() for h in self.hooks]
+        ):
+            return None
+        own = dict(zip(self.hooks, hooks, strict=True))
+        for stand_in, hook in own.items():
+            hook.id, hook.generation = stand_in.id, stand_in.generation
+            hook.events_found, hook.description = stand_in.events_found, stand_in.description
+        generation.hooks = [own[h] for h in generation.hooks]
+        generation.asked = tuple(hooks)
+        return generation, {own[h]: reason for h, reason in self.errors.items()}
+
+
 @dataclass
 class _Spare:
     worker: NodeWorker
@@ -386,6 +426,8 @@ class NodeRuntime:
         self._sequence = 0
         self._loaded: Generation | None = None
         """The last generation loaded, until it is activated."""
+        self._early: EarlyLoad | None = None
+        """The load :meth:`reimport` started, until a :meth:`load` takes or discards it."""
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -484,14 +526,70 @@ class NodeRuntime:
 
     # -- generations ------------------------------------------------------------------------
 
+    def reimport(self) -> EarlyLoad | None:
+        """Start loading the current generation's hooks again (read from disk now, each with a
+        new module graph), in the background; returns that load, to be handed to :meth:`load`.
+
+        A reload calls it before it re-reads the config and rebuilds the Python hooks, so that
+        the Node imports run meanwhile: a ``.ts`` save then costs what a ``.py`` save does
+        (issue 12; bench/NOTES.md). Only when the worker reloads in place (a fresh worker is
+        not started on a guess), and one early load at a time. None when none was started.
+        """
+        current = self.current
+        worker = current.worker if current is not None else None
+        if self._tg is None or self._early is not None or current is None or worker is None:
+            return None
+        if worker.doomed or not worker.inplace or _due(worker):
+            return None
+        hooks = [
+            NodeHook(h.name, h.file, h.export, h.hook_key, events=h.events) for h in current.asked
+        ]
+        early = self._early = EarlyLoad(current.binary, hooks)
+
+        async def load_early() -> None:
+            try:
+                early.generation, early.errors = await self._load(early.binary, hooks)
+            except Exception as exc:  # a bug: the reload's own load then meets it where it logs
+                log.exception("node.reimport_failed", error=f"{type(exc).__name__}: {exc}")
+            finally:
+                early.done.set()
+
+        self._tg.start_soon(load_early)
+        return early
+
     async def load(
-        self, binary: NodeBinary, hooks: Sequence[NodeHook]
+        self, binary: NodeBinary, hooks: Sequence[NodeHook], early: EarlyLoad | None = None
     ) -> tuple[Generation, dict[NodeHook, str]]:
         """Import ``hooks`` into a new generation; returns it and hook -> reason for failures.
 
         The hooks that loaded are bound to the generation (``hook.generation``); it serves no
         call until :meth:`activate` (calls made before wait for nothing: it is ready at once).
+        ``early``: what :meth:`reimport` returned for this reload, taken as this load when it
+        imported the same hooks; a load that cannot be taken is discarded, as a load whose
+        reload failed is.
         """
+        pending, self._early = self._early, None
+        if pending is not None:
+            # Not one load at a time otherwise; bounded by the load's own waits.
+            await pending.done.wait()
+            if pending is early and (adopted := pending.adopt(binary, hooks)) is not None:
+                return adopted
+        return await self._load(binary, hooks)
+
+    async def discard(self, early: EarlyLoad) -> None:
+        """Let go of ``early`` if no :meth:`load` took it (its reload failed, or found no JS/TS
+        hooks to load): once it has finished, its generation is retired."""
+        if self._early is not early:
+            return
+        self._early = None
+        await early.done.wait()  # bounded by the load's own waits
+        if (generation := early.generation) is not None and generation is self._loaded:
+            self._loaded = None
+            self._retire_soon(generation)
+
+    async def _load(
+        self, binary: NodeBinary, hooks: Sequence[NodeHook]
+    ) -> tuple[Generation, dict[NodeHook, str]]:
         unused, self._loaded = self._loaded, None
         if unused is not None and unused is not self.current:  # its reload failed after the load
             self._retire_soon(unused)
