@@ -19,10 +19,13 @@ from __future__ import annotations
 import json
 import os
 import socket
-from typing import Any
 
 from gatewayd.exits import EXIT_CONFIG, UserError
 from gatewayd.paths import SOCKET_ENV, config_file_choice, default_control_socket
+
+TYPE_CHECKING = False  # typing's, without importing typing (`gatewayd status`: see exits.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 CONNECT_TIMEOUT_S = 5.0
 QUICK_TIMEOUT_S = 30.0

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import TYPE_CHECKING, NamedTuple
 
+TYPE_CHECKING = False  # typing's, without importing typing (`gatewayd status`: see exits.py)
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -131,15 +131,22 @@ def ensure_private_dir(path: Path) -> Path:
     return path
 
 
-class Paths(NamedTuple):
-    """The resolved locations for one state dir and config (built by ``gatewayd.config``)."""
+class Paths:
+    """The resolved locations for one state dir and config (built by ``gatewayd.config``).
 
-    state: Path
-    workspace: Path
-    control_socket: Path
-    config_file: Path
-    """The file the config came from, else where one would be (``<state>/gatewayd.yaml``): the
-    file that commands editing the config write and that the watcher reloads on."""
+    A plain class: a ``NamedTuple`` would import typing and build its class with ``exec``, ~3 ms
+    of every ``gatewayd status`` that never uses it (bench/NOTES.md, issue 18).
+    """
+
+    __slots__ = ("config_file", "control_socket", "state", "workspace")
+
+    def __init__(self, *, state: Path, workspace: Path, control_socket: Path, config_file: Path):
+        self.state = state
+        self.workspace = workspace
+        self.control_socket = control_socket
+        self.config_file = config_file
+        """The file the config came from, else where one would be (``<state>/gatewayd.yaml``):
+        the file that commands editing the config write and that the watcher reloads on."""
 
     @property
     def managed_hooks(self) -> Path:

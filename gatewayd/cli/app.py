@@ -12,15 +12,17 @@ The exit codes are those of :mod:`gatewayd.exits`.
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
 
 from gatewayd.exits import EXIT_INTERRUPTED, EXIT_OK, UserError
 
-Handler = Callable[[argparse.Namespace], int]
+TYPE_CHECKING = False  # typing's, without importing typing (`gatewayd status`: see exits.py)
+if TYPE_CHECKING:
+    import argparse
+
+Handler = Callable[["argparse.Namespace"], int]
 
 HANDLERS: dict[str, tuple[str, str]] = {
     "run": ("run", "cli_run"),
@@ -53,33 +55,31 @@ HANDLERS: dict[str, tuple[str, str]] = {
 
 def handler(key: str) -> Handler:
     """The function implementing the command ``key`` (importing its module now)."""
+    import importlib
+
     module, func = HANDLERS[key]
     fn: Handler = getattr(importlib.import_module(f"gatewayd.cli.{module}"), func)
     return fn
 
 
-def _without_parser(argv: list[str]) -> argparse.Namespace | None:
-    """The arguments of ``gatewayd status [--json]``, as the parser would give them, or None.
+def _status_without_parser(argv: list[str]) -> tuple[None, None, bool] | None:
+    """The arguments of :func:`~gatewayd.cli.remote.show_status` (socket, config, as_json)
+    for ``gatewayd status [--json]``, as the parser would give them, or None.
 
-    The command a monitor runs in a loop is answered without building its parser: argparse's
-    help formatter and message lookups (``shutil``, ``gettext``, ``locale``) were a third of
-    its wall time (bench/NOTES.md, issue 18). Anything else goes through the parser.
+    The command a monitor runs in a loop is answered without argparse: building the parser
+    (help formatter, message lookups: ``shutil``, ``gettext``, ``locale``) was a third of its
+    wall time, and importing argparse ~2 ms more (bench/NOTES.md, issue 18). Anything else goes
+    through the parser.
     """
     if argv == ["status"] or argv == ["status", "--json"]:
-        return argparse.Namespace(
-            command="status", command_key="status", config=None, json=len(argv) == 2, socket=None
-        )
+        return None, None, len(argv) == 2
     return None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``gatewayd`` console script; returns the exit code."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = _without_parser(argv)
-    if args is None:
-        from gatewayd.cli.parser import build_parser, command_word
+def _parse_and_run(argv: list[str]) -> int:
+    from gatewayd.cli.parser import build_parser, command_word
 
-        args = build_parser(only=command_word(argv)).parse_args(argv)
+    args = build_parser(only=command_word(argv)).parse_args(argv)
     if not hasattr(args, "config"):
         args.config = None
     if args.command_key == "run":
@@ -87,8 +87,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         # builds its first model: ~50 ms of the daemon's start for plugins it does not use.
         # Set PYDANTIC_DISABLE_PLUGINS (even to "") to decide otherwise.
         os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    return handler(args.command_key)(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``gatewayd`` console script; returns the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        return handler(args.command_key)(args)
+        if (status := _status_without_parser(argv)) is not None:
+            from gatewayd.cli.remote import show_status
+
+            return show_status(*status)
+        return _parse_and_run(argv)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Any
 
 from gatewayd.exits import EXIT_CONFIG, print_config_error
 
+TYPE_CHECKING = False  # typing's, without importing typing (`gatewayd status`: see exits.py)
 if TYPE_CHECKING:  # the config stack (pydantic) is imported only by commands that need it
+    from typing import Any
+
     from gatewayd.config import Config
 
 

@@ -8,21 +8,28 @@ exit 1.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from typing import Any
 
 from gatewayd.cli.common import FAILING_STATUSES, status_counts
 from gatewayd.cli.tracing import format_trace
 from gatewayd.client import QUICK_TIMEOUT_S, WAIT_TIMEOUT_S, request, socket_path
 from gatewayd.exits import UserError
 
+TYPE_CHECKING = False  # typing's, without importing typing (`gatewayd status`: see exits.py)
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+
+def _socket(args: argparse.Namespace) -> str:
+    """The socket that ``--socket``/``--config`` select (:func:`gatewayd.client.socket_path`)."""
+    return socket_path(getattr(args, "socket", None), getattr(args, "config", None))
+
 
 def _ask(args: argparse.Namespace, payload: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     """:func:`gatewayd.client.request` to the socket that ``--socket``/``--config`` select."""
-    path = socket_path(getattr(args, "socket", None), getattr(args, "config", None))
-    return request(path, payload, timeout_s)
+    return request(_socket(args), payload, timeout_s)
 
 
 def _print_json(data: Any) -> None:
@@ -117,10 +124,10 @@ def _duration(seconds: float) -> str:
     return f"{h}h {m:02d}m {s:02d}s" if h else f"{m}m {s:02d}s"
 
 
-def _not_ready(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The running daemon's hooks that are not ``ready`` (``hooks`` op), as ``{name, status,
-    reasons}``: the status words of ``gatewayd hooks list``."""
-    listing = _ask(args, {"op": "hooks"}, QUICK_TIMEOUT_S)
+def _not_ready(path: str) -> list[dict[str, Any]]:
+    """The hooks of the daemon at socket ``path`` that are not ``ready`` (``hooks`` op), as
+    ``{name, status, reasons}``: the status words of ``gatewayd hooks list``."""
+    listing = request(path, {"op": "hooks"}, QUICK_TIMEOUT_S)
     return [
         {"name": h.get("name"), "status": h.get("status"), "reasons": h.get("reasons") or []}
         for h in listing.get("hooks") or []
@@ -214,12 +221,19 @@ def format_status(st: dict[str, Any], not_ready: list[dict[str, Any]] | None = N
 
 
 def cli_status(args: argparse.Namespace) -> int:
-    """``gatewayd status [--json]``."""
-    status = _ask(args, {"op": "status"}, QUICK_TIMEOUT_S)["status"]
-    if args.json:
+    """``gatewayd status [--socket PATH] [--config FILE] [--json]``."""
+    return show_status(args.socket, args.config, args.json)
+
+
+def show_status(socket: str | None, config: str | None, as_json: bool) -> int:
+    """What ``gatewayd status`` prints, given its options (``main`` calls it directly for
+    ``gatewayd status [--json]``, without building the parser)."""
+    path = socket_path(socket, config)
+    status = request(path, {"op": "status"}, QUICK_TIMEOUT_S)["status"]
+    if as_json:
         _print_json(status)
     else:
-        print(format_status(status, _not_ready(args)))
+        print(format_status(status, _not_ready(path)))
     return 0
 
 
@@ -235,7 +249,7 @@ def cli_reload(args: argparse.Namespace) -> int:
             raise UserError(f"reload refused, the running config stays: {exc}") from None
         raise
     result = reply["result"]
-    not_ready = _not_ready(args)
+    not_ready = _not_ready(_socket(args))
     failing = [h for h in not_ready if h["status"] in FAILING_STATUSES]
     changes = reply.get("changes") or {}
     if args.json:

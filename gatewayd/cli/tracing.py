@@ -8,7 +8,9 @@ never import the daemon stack.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing's, without importing typing (`gatewayd status`: see exits.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 FAILED_OUTCOMES = frozenset({"error", "timeout"})
 
