@@ -8,6 +8,7 @@ interpreter, so a cycle hidden behind a lazy import shows up too.
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,31 @@ def test_status_without_the_parser_gives_what_the_parser_gives(argv: list[str]) 
         "json": fast[2],
     }
     assert handler(parsed.command_key) is cli_status
+
+
+def test_status_imports_nothing_a_stdlib_client_would_not(tmp_path: Path) -> None:
+    """``gatewayd status`` (run by monitors in a loop) imports what a one-liner sending the same
+    request imports (``json``, ``socket``), plus gatewayd's own client modules: no argparse,
+    no typing (bench/NOTES.md, issue 18). No daemon is needed: it fails to connect."""
+    show = "import sys; print(sorted(sys.modules))"
+    floor = subprocess.run(
+        [sys.executable, "-c", f"import json, socket, sys; {show}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    status = subprocess.run(
+        [sys.executable, "-c", f"from gatewayd.cli.app import main; main(['status']); {show}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, "ELIZA_STATE_DIR": str(tmp_path)},
+    )
+    assert "gatewayd is not running" in status.stderr
+    extra = set(ast.literal_eval(status.stdout)) - set(ast.literal_eval(floor.stdout))
+    assert {m for m in extra if m.split(".")[0] not in ("gatewayd", "__future__")} == set()
 
 
 @pytest.mark.parametrize(
