@@ -14,6 +14,10 @@ What it copes with, and how:
   appeared, vanished or was replaced) the watches are rebuilt and a reload is requested. A root
   deleted and recreated at once can get its inode number back, so an event naming a root itself
   rebuilds the watches too.
+* A rebuild of the watches has a gap, between stopping the old ones and the new ones existing,
+  in which a write has no event (a hook written just after its new directory, under load): the
+  targets are snapshotted before the old watches stop and compared once the new ones exist, and
+  what differs is reported like any change.
 * Editors that save by rename (seen as "added"), temp and swap files, ``__pycache__``, ``.git``:
   a filter drops the noise; renames pass as ordinary changes.
 * The inotify watch limit: watchfiles raises ``OSError`` when setting up, but a directory created
@@ -231,6 +235,9 @@ class HookWatcher:
         """Watch until cancelled; ``task_status.started()`` once the first watches exist.
         Never raises for filesystem trouble: logs it and carries on."""
         send, receive = anyio.create_memory_object_stream[frozenset[Path]](math.inf)
+        # What the targets held when the last watches were stopped: a change between then and
+        # the new watches existing has no event of its own, so it is found by comparing.
+        before: Snapshot | None = None
         async with send, receive, anyio.create_task_group() as tg:
             tg.start_soon(self._coalesce, receive)
             while True:
@@ -258,12 +265,21 @@ class HookWatcher:
                         self._established.set()
                         task_status.started()
                         task_status = anyio.TASK_STATUS_IGNORED
+                        if before is not None:
+                            now = await anyio.to_thread.run_sync(snapshot, self._spec.targets)
+                            if missed := diff_snapshots(before, now):
+                                log.info("watch.changed_while_restarting", paths=len(missed))
+                                send.send_nowait(missed)
+                            before = None
                     try:
                         await self._restart.wait()
                     finally:
                         # Also the stop event of watchfiles' thread: without it a cancelled
                         # awatch keeps the process waiting out its 5 s rust_timeout.
                         self._restart.set()
+                    # Taken while the old watches still run: what changes after it is either
+                    # their event or, once the new watches exist, a difference from it.
+                    before = await anyio.to_thread.run_sync(snapshot, self._spec.targets)
                     watches.cancel_scope.cancel()
 
     # -- producers -------------------------------------------------------------------------

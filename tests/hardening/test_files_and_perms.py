@@ -19,7 +19,7 @@ from tests.support.cli import gatewayd
 from tests.support.control import Control
 from tests.support.fixtures import StartDaemon
 from tests.support.hooks import WriteHook
-from tests.support.state import write_config
+from tests.support.state import wait_until, write_config
 
 NOBODY = 65534
 
@@ -135,7 +135,8 @@ def test_a_trigger_cannot_point_session_memory_outside_the_state_dir(
         )
     refused = daemon.wait_log("session_memory.refused")
     assert "outside the sessions dir" in refused["reason"]
-    assert len(daemon.events("session_memory.refused")) == 2
+    # The log is read from the daemon's stderr on a thread: the second line may follow later.
+    wait_until(lambda: len(daemon.events("session_memory.refused")) == 2, what="the second refusal")
     assert sorted(p.name for p in elsewhere.iterdir()) == ["not-a-transcript.jsonl"]
     assert not (state_dir / "workspace" / "memory").exists()
     assert daemon.stop() == 0

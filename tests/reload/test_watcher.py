@@ -14,6 +14,7 @@ import sys
 import textwrap
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -282,3 +283,35 @@ def test_inotify_limit_falls_back_to_polling(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "watch.limit_reached" in proc.stdout
     assert "RESULT poll" in proc.stdout
+
+
+def test_a_write_while_the_watches_are_rebuilt_is_not_lost(
+    roots: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebuild of the watches (here asked for by a new directory) stops the old ones before
+    the new ones exist; a write in that gap has no event. The write is made there, every time:
+    as the first new watch is being set up (the old ones are gone by then). The watcher
+    snapshots the targets before it stops the old watches and reports what differs once the new
+    ones exist."""
+    managed, workspace, config = roots
+    real_watch = HookWatcher._watch
+    written: list[Path] = []
+
+    async def watch_after_writing(self: HookWatcher, *args: Any, **kwargs: Any) -> None:
+        if not written and (managed / "late").is_dir():
+            handler = managed / "late" / "handler.py"
+            handler.write_text("async def handler(event):\n    pass\n")
+            written.append(handler)
+        await real_watch(self, *args, **kwargs)
+
+    monkeypatch.setattr(HookWatcher, "_watch", watch_after_writing)
+
+    async def scenario(rec: Recorder, watcher: HookWatcher) -> None:
+        await rec.expect_reload(lambda: (managed / "late").mkdir())
+        await anyio.sleep(SETTLE_S)
+        assert written, "the watches were not rebuilt for the new directory"
+        # Its event was lost with the old watches: only the comparison reports it.
+        changed = frozenset().union(*rec.calls)
+        assert managed / "late" / "handler.py" in changed, rec.calls
+
+    run_watcher(WatchSpec(roots=(managed, workspace), files=(config,)), scenario)
