@@ -314,13 +314,13 @@ class SqliteJournal(Journal):
             rows = [
                 (
                     seq,
-                    store.session_blob(event.session_key),
+                    store.session_value(event.session_key),
                     event.type,
                     event.action,
                     event.timestamp.timestamp(),
                     context_json(event.context, base, encode),
-                    json.dumps(list(only)) if only else None,
                 )
+                + ((json.dumps(list(only)),) if only else ())  # see store.insert
                 for event, _, _, seq, only in batch
             ]
         except (TypeError, ValueError, RecursionError) as exc:  # a cycle, or nested too deep
