@@ -117,7 +117,7 @@ def bare_sqlite(path: Path, events: int, batch: int) -> float:
             rows = []
             for _ in range(batch):
                 seq += 1
-                rows.append((seq, "agent:main:bench", "message", "received", 1.0, context, None))
+                rows.append((seq, "agent:main:bench", "message", "received", 1.0, context))
             conn.execute("BEGIN IMMEDIATE")
             store.insert(conn, rows)
             if previous:
