@@ -8,7 +8,7 @@ Tables (``PRAGMA user_version`` = :data:`SCHEMA_VERSION`):
 
 ``events``  one row per accepted event: ``seq`` (order, and with the journal's ``epoch`` the
             event id ``<epoch>-<seq>``), session (text; bytes in journals written before
-            session 4, read back alike), type, action, timestamp, the event's own
+            2026-11-26, read back alike), type, action, timestamp, the event's own
             context as JSON (without ``cfg``/``workspaceDir``, put back on replay), ``only`` (the
             hook names a retried dead letter runs), ``state``: 0 pending, 1 done (kept by
             ``retainDone``), 2 dead (a handler exhausted its retries).
@@ -229,7 +229,7 @@ def update_done(conn: sqlite3.Connection, seqs: Sequence[int], at: float) -> Non
 
 def session_blob(key: str) -> bytes:
     """A session key as UTF-8 bytes, lone surrogates kept (``surrogatepass``): how journals
-    before session 4 stored every key, and what :func:`list_events` compares with."""
+    before 2026-11-26 stored every key, and what :func:`list_events` compares with."""
     return key.encode("utf-8", "surrogatepass")
 
 
