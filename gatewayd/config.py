@@ -666,4 +666,28 @@ def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
         raise ConfigError(source, format_errors(exc, folded.from_internal)) from None
     except ValueError as exc:  # a GATEWAYD_* variable pydantic-settings cannot parse
         raise ConfigError(source, [f"environment override: {exc}"]) from None
-    return Config(settings, path, state_dir(), folded.ignored)
+    config = Config(settings, path, state_dir(), folded.ignored)
+    if problems := _shared_hook_dirs(config):
+        raise ConfigError(source, problems)
+    return config
+
+
+def _shared_hook_dirs(config: Config) -> list[str]:
+    """An agent whose hooks dir is another agent's, or the managed hooks dir: its hooks would
+    load twice (once as each). Each must have a directory of its own."""
+    owners: dict[str, str] = {
+        os.path.realpath(config.paths.managed_hooks): "the managed hooks dir (<state>/hooks)",
+        os.path.realpath(config.paths.workspace_hooks): (
+            f"the default agent {config.agents.default!r} (workspace.dir)"
+        ),
+    }
+    problems = []
+    for agent_id, workspace in config.agents.workspaces.items():
+        hooks = os.path.realpath(workspace / "hooks")
+        if hooks in owners:
+            problems.append(
+                f"agents.{agent_id}.workspace: {workspace}/hooks is already the hooks dir of "
+                f"{owners[hooks]}; give each agent a workspace of its own"
+            )
+        owners.setdefault(hooks, f"agent {agent_id!r}")
+    return problems

@@ -280,6 +280,16 @@ def test_agents_config_problems_name_the_key(state_dir: Path) -> None:
     assert "agents.main.workspace: the default agent's workspace is also set as workspace.dir" in (
         problems({"workspace": {"dir": "/w/a"}, "agents": {"main": {"workspace": "/w/b"}}})
     )
+    assert "agents.ops.workspace: " in problems({"agents": {"ops": {"workspace": "workspace"}}})
+    assert "is already the hooks dir of the default agent 'main' (workspace.dir); give each" in (
+        problems({"agents": {"ops": {"workspace": "workspace"}}})
+    )
+    assert "is already the hooks dir of the managed hooks dir" in problems(
+        {"agents": {"ops": {"workspace": "."}}}
+    )
+    assert "is already the hooks dir of agent 'a'" in problems(
+        {"agents": {"a": {"workspace": "shared"}, "b": {"workspace": "shared"}}}
+    )
     write_config(state_dir, {"agents": {"eve": {"default": True, "workspace": "eve-ws"}, "x": {}}})
     config = load_config()
     assert config.agents.default == "eve"
