@@ -356,3 +356,21 @@ def test_single_file_hooks_of_an_agent_and_a_subagent(
     assert sub["plan"] == "agent=ops sub=researcher ws=-" and "notes" not in sub
     main = lines(daemon, "main")
     assert "notes" not in main and "plan" not in main
+
+
+def test_an_agent_added_to_the_config_gets_its_hooks_live(
+    state_dir: Path, start_daemon: StartDaemon
+) -> None:
+    ops_ws = state_dir / "ws-ops"
+    received(state_dir / "workspace" / "hooks", "main-own")
+    received(ops_ws / "hooks", "audit", said="ops-audit")
+    daemon = start_daemon({}, watch=True)
+    # Not configured yet: ops's sessions are the default agent's.
+    assert set(lines(daemon, "agent:ops:c1")) == {"main-own"}
+    write_config(state_dir, {"agents": {"ops": {"workspace": str(ops_ws)}}})
+    wait_until(
+        lambda: set(lines(daemon, "agent:ops:c1")) == {"ops-audit"},
+        what="the config's new agent to get its own hooks",
+    )
+    assert lines(daemon, "agent:ops:c1")["ops-audit"] == f"agent=ops sub=None ws={ops_ws}"
+    assert set(lines(daemon, "main")) == {"main-own"}
