@@ -72,9 +72,11 @@ def test_scrape_parses_and_counts_events_hooks_and_reloads(
     assert _value(samples, "gatewayd_hook_timeouts_total", hook="flaky") == 1
     assert _value(samples, "gatewayd_hook_duration_seconds_count", hook="flaky") == 4
     assert _value(samples, "gatewayd_hook_duration_seconds_bucket", hook="flaky", le="+Inf") == 4
-    # The timed-out call took at least its 200 ms timeout: the sub-0.1 s buckets miss it.
+    # The timed-out call took about its 200 ms timeout: the sub-0.1 s buckets miss it. (Not
+    # ">= 0.2": libuv caches its clock per loop iteration, so a timer may fire a little before
+    # 200 ms have passed on perf_counter, which the duration is read from: 199.8 ms was seen.)
     assert _value(samples, "gatewayd_hook_duration_seconds_bucket", hook="flaky", le="0.1") <= 3
-    assert _value(samples, "gatewayd_hook_duration_seconds_sum", hook="flaky") >= 0.2
+    assert _value(samples, "gatewayd_hook_duration_seconds_sum", hook="flaky") >= 0.15
     assert _value(samples, "gatewayd_reloads_total", result="ok") == 1
     assert _value(samples, "gatewayd_hooks", status="disabled") == 1
     assert _value(samples, "gatewayd_queue_depth") == 0
