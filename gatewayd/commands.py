@@ -32,8 +32,8 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -114,15 +114,38 @@ def _entry_json(entry: SessionEntry | None) -> dict[str, Any] | None:
 
 
 class _SessionLock:
-    """A session's posting lock and how many messages hold or wait for it."""
+    """A session's posting lock and how many messages hold or wait for it; ``async with`` it
+    through :meth:`CommandRouter._session_lock`, which forgets it when the last user leaves.
 
-    __slots__ = ("lock", "users")
+    A plain async context manager, not ``@asynccontextmanager``: the generator, its wrapper and
+    their frames were ~5% of the loop's CPU per message (cProfile of the daemon, issue 18)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("key", "lock", "table", "users")
+
+    def __init__(self, table: dict[str, _SessionLock], key: str) -> None:
         # fast_acquire: a free lock is taken without a trip through the event loop (every
         # message takes its session's lock, almost always free).
         self.lock = anyio.Lock(fast_acquire=True)
         self.users = 0
+        self.table = table
+        self.key = key
+
+    async def __aenter__(self) -> None:
+        self.users += 1
+        try:
+            await self.lock.acquire()
+        except BaseException:
+            self._leave()
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.lock.release()
+        self._leave()
+
+    def _leave(self) -> None:
+        self.users -= 1
+        if not self.users:
+            del self.table[self.key]
 
 
 class CommandRouter:
@@ -145,19 +168,11 @@ class CommandRouter:
         """``hooks.recordBlocked``: whether a blocked message still goes to the transcript."""
         self._locks: dict[str, _SessionLock] = {}
 
-    @asynccontextmanager
-    async def _session_lock(self, session_key: str) -> AsyncIterator[None]:
+    def _session_lock(self, session_key: str) -> _SessionLock:
         held = self._locks.get(session_key)
         if held is None:
-            held = self._locks[session_key] = _SessionLock()
-        held.users += 1
-        try:
-            async with held.lock:
-                yield
-        finally:
-            held.users -= 1
-            if not held.users:
-                del self._locks[session_key]
+            held = self._locks[session_key] = _SessionLock(self._locks, session_key)
+        return held
 
     def _event(self, type_: str, action: str, session_key: str, **context: Any) -> HookEvent:
         event = create_hook_event(type_, action, session_key, {**context, **self.base(session_key)})
@@ -210,11 +225,16 @@ class CommandRouter:
                 traced.append((event, ticket.report))
             messages.extend(str(m) for m in event.messages)
         try:
+            user: list[dict[str, Any]] = []
             if entry is not None:
-                user = message("user", text, senderId=msg.sender_id, channel=msg.channel)
-                await self.sessions.append(entry, [user])
+                user.append(message("user", text, senderId=msg.sender_id, channel=msg.channel))
             delivered = await self.send_out(
-                msg.session_key, messages, to=msg.sender_id, channel=msg.channel, entry=entry
+                msg.session_key,
+                messages,
+                to=msg.sender_id,
+                channel=msg.channel,
+                entry=entry,
+                first=user,
             )
         finally:
             for ticket in tickets:
@@ -240,9 +260,14 @@ class CommandRouter:
         channel: str,
         entry: SessionEntry | None,
         deliver: Callable[[str], str | None] | None = None,
+        first: list[dict[str, Any]] | None = None,
     ) -> list[str]:
         """The outbound path of reply lines: ``message:sending`` (which may rewrite or cancel
         each), delivery, the transcript, ``message:sent``. Returns the lines delivered.
+
+        ``first``: transcript records that go before the delivered lines (the user's message),
+        written with them in one append; before ``message:sending`` when a hook subscribes to
+        it, so that its handlers find the message in the transcript.
 
         ``deliver(text)`` hands a line to its channel and returns an error or ``None``; without
         it the lines are the caller's to return (the reply to a request). ``message:sending``
@@ -252,6 +277,10 @@ class CommandRouter:
         delivered: list[str] = []
         sent_events: list[HookEvent] = []
         deciding = self.dispatcher.has_handlers("message:sending", session_key)
+        records = first or []
+        if entry is not None and records and deciding:
+            await self.sessions.append(entry, records)
+            records = []
         for text in lines:
             content, reason, error = text, None, None
             if deciding:
@@ -291,9 +320,11 @@ class CommandRouter:
             if error is not None:
                 sent.context["error"] = error
             sent_events.append(sent)
-        if entry is not None and delivered:
+        if delivered:
             now = iso_now()
-            await self.sessions.append(entry, [message("assistant", t, now) for t in delivered])
+            records = [*records, *(message("assistant", t, now) for t in delivered)]
+        if entry is not None and records:  # one write a message, not two (issue 18)
+            await self.sessions.append(entry, records)
         with suppress(QueueClosed):  # shutting down: the rest are not posted
             await self.queue.post_all(sent_events, follows=True)
         return delivered
