@@ -20,6 +20,7 @@ journal's done marks, the shutdown drain and the counters ``status`` reports.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -103,15 +104,16 @@ class Dispatcher:
         latency = self._latency
         mask = LATENCY_SAMPLES - 1
         checkpoint = anyio.lowlevel.checkpoint
+        loop = asyncio.get_running_loop()
         last_yield = perf_counter()
         while True:
             got = take()
             if got is None:
                 if self._drained is not None and not queue._lanes and not queue.depth:
                     self._drained.set()
-                wake = anyio.Event()
+                wake = loop.create_future()
                 queue._idle.append(wake)
-                await wake.wait()
+                await wake
                 last_yield = perf_counter()
                 continue
             key, batch = got

@@ -6,9 +6,8 @@ holds only the lanes and the dispatcher.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
-
-import anyio
 
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.registry import DispatchReport
@@ -51,9 +50,24 @@ class QueueClosed(Exception):
 
 
 class Ticket:
-    """A submitted event; ``await ticket.wait()`` returns it after dispatch (messages filled)."""
+    """A submitted event; ``await ticket.wait()`` returns it after dispatch (messages filled).
 
-    __slots__ = ("_background", "_done", "_released", "dropped", "error", "event", "report")
+    Made, waited on and finished on the event loop. A waiter awaits a bare future of the loop,
+    made only if the dispatch has not ended yet: no ``anyio.Event`` per ticket (its creation
+    asks sniffio which library runs, its wait checks the cancel scopes; with the worker's idle
+    wake below, -7 to -19 us of daemon CPU per message, issue 18). A cancelled waiter's future
+    is cancelled alone."""
+
+    __slots__ = (
+        "_background",
+        "_finished",
+        "_released",
+        "_waiters",
+        "dropped",
+        "error",
+        "event",
+        "report",
+    )
 
     def __init__(self, event: HookEvent) -> None:
         self.event = event
@@ -61,18 +75,22 @@ class Ticket:
         self.dropped = False
         self.error: Exception | None = None
         """Why the event was never accepted (the journal could not record it)."""
-        self._done = anyio.Event()
+        self._finished = False
+        self._waiters: list[asyncio.Future[None]] = []
         self._background: Callable[[], None] | None = None
         self._released = False
 
     @property
     def done(self) -> bool:
-        return self._done.is_set()
+        return self._finished
 
     async def wait(self) -> HookEvent:
         """Wait for the dispatch; raises :class:`QueueClosed` if shutdown left it undispatched,
         or the journal's error (``JournalFull``) if it could not be recorded."""
-        await self._done.wait()
+        if not self._finished:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
         if self.error is not None:
             raise self.error
         if self.dropped:
@@ -91,4 +109,8 @@ class Ticket:
         self.report = report
         self.dropped = report is None
         self.error = error
-        self._done.set()
+        self._finished = True
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():  # a cancelled waiter's future is done already
+                waiter.set_result(None)

@@ -21,6 +21,7 @@ with :meth:`TriggerQueue._release`.
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Sequence
 from time import perf_counter
@@ -77,7 +78,9 @@ class TriggerQueue:
         self._ready: deque[str] = deque()
         """Session keys with queued events that no worker owns, in the order they became ready."""
         self._putters: deque[anyio.Event] = deque()
-        self._idle: deque[anyio.Event] = deque()
+        self._idle: deque[asyncio.Future[None]] = deque()
+        """Idle workers, each waiting on a bare future of the loop (no ``anyio.Event``: see
+        :class:`~gatewayd.tickets.Ticket`); :meth:`_wake_worker` wakes the first."""
         self._closed = False
 
     @property
@@ -189,7 +192,7 @@ class TriggerQueue:
             self._lanes[key] = deque((item,))
             self._ready.append(key)
             if self._idle:
-                self._idle.popleft().set()
+                self._wake_worker()
         else:
             lane.append(item)
         self._depth += 1
@@ -291,7 +294,7 @@ class TriggerQueue:
             self._lanes[key] = deque((item,))
             self._ready.append(key)
             if self._idle:
-                self._idle.popleft().set()
+                self._wake_worker()
         else:
             lane.append(item)  # the lane is already ready or owned by a worker
         self._depth += 1
@@ -312,7 +315,7 @@ class TriggerQueue:
                 lanes[key] = deque((item,))
                 self._ready.append(key)
                 if self._idle:
-                    self._idle.popleft().set()
+                    self._wake_worker()
             else:
                 lane.append(item)
 
@@ -338,7 +341,7 @@ class TriggerQueue:
         if self._putters and self._depth < self.capacity:
             self._wake_putters(self.capacity - self._depth)
         if not self._depth and not self._lanes and self._idle:
-            self._idle.popleft().set()  # a drain waiting for these sees it is over
+            self._wake_worker()  # a drain waiting for these sees it is over
 
     def restore(self, items: Sequence[_Item]) -> None:
         """Queue items nobody posted just now (recovered at start, retried dead letters, events
@@ -356,6 +359,15 @@ class TriggerQueue:
                 item[1]._finish(None)
         self._taken += len(items)
         self.late += len(items)
+
+    def _wake_worker(self) -> None:
+        """Wake the longest idle worker (one cancelled at shutdown is skipped)."""
+        idle = self._idle
+        while idle:
+            waiter = idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
 
     def _wake_putters(self, n: int) -> None:
         putters = self._putters
