@@ -267,6 +267,9 @@ class Gateway:
         self._agents = config.agents
         self._default_workspace = config.paths.workspace
         self._bases: dict[tuple[str, str | None], dict[str, Any]] = {}
+        self._key_bases: dict[str, dict[str, Any]] = {}
+        """``_bases`` by session key: one lookup instead of parsing the key (every event's
+        context takes its base; see ``HookRegistry._session_plans`` for the gain)."""
         self._base = self._agent_base(config.agents.default, None)
 
     def _agent_base(self, agent: str, subagent: str | None) -> dict[str, Any]:
@@ -288,7 +291,13 @@ class Gateway:
         ``workspaceDir`` (the default agent's for an agent not in ``agents``)."""
         if session_key is None:
             return self._base
-        return self._agent_base(*parse_session_key(session_key, self._agents.default))
+        found = self._key_bases.get(session_key)
+        if found is None:
+            if len(self._key_bases) >= _MAX_AGENT_BASES * 4:  # session keys come from clients
+                self._key_bases.clear()
+            found = self._agent_base(*parse_session_key(session_key, self._agents.default))
+            self._key_bases[session_key] = found
+        return found
 
     async def deliver(
         self,
