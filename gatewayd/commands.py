@@ -326,7 +326,7 @@ class CommandRouter:
         if entry is not None and records:  # one write a message, not two (issue 18)
             await self.sessions.append(entry, records)
         with suppress(QueueClosed):  # shutting down: the rest are not posted
-            await self.queue.post_all(sent_events, follows=True)
+            await self.dispatcher.post_all(sent_events)
         return delivered
 
     def _received_event(self, msg: Inbound) -> HookEvent:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Sequence
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -207,6 +208,36 @@ class Dispatcher:
             post()
         else:
             ticket._background = post
+
+    async def post_all(self, events: Sequence[HookEvent]) -> None:
+        """Post the rest of a message already accepted (its ``message:sent`` events), in order:
+        ``TriggerQueue.post_all(events, follows=True)``, except that an event no handler
+        subscribes to is done as it is accepted (design.md section 8), unless the journal keeps
+        such events (``Journal.keeps_unheard``): it gets its id and is counted (events by key,
+        accepted, dispatched) but is neither journaled nor queued, so no worker wakes for it.
+        Three events a message with no ``message:sent`` hook: daemon CPU per message with the
+        SQLite journal 288-393 -> 216-261 us, within noise with the memory one (issue 18).
+        Raises :class:`QueueClosed`."""
+        queue = self.queue
+        if queue.journal.keeps_unheard:
+            await queue.post_all(events, follows=True)
+            return
+        registry = self.registry
+        counts = registry.event_counts
+        heard: list[HookEvent] = []
+        unheard = 0
+        for event in events:
+            key = f"{event.type}:{event.action}"
+            if registry.subscribed(event.type, key, event.session_key):
+                heard.append(event)
+                continue
+            queue.accept_done(1)  # QueueClosed once the drain began, as post_all would raise
+            event.id = event.id or queue.journal.next_id()
+            counts[key] = counts.get(key, 0) + 1
+            unheard += 1
+        self.dispatched += unheard
+        if heard:
+            await queue.post_all(heard, follows=True)
 
     def has_handlers(self, key: str, session_key: str | None = None) -> bool:
         """True when an event ``type:action`` of ``session_key`` would run any handler on its

@@ -375,6 +375,13 @@ class TriggerQueue:
             putters.popleft().set()
             n -= 1
 
+    def accept_done(self, n: int) -> None:
+        """Count ``n`` events accepted and done at once (no handler subscribes to them:
+        ``Dispatcher.post_all``); they are neither journaled nor queued."""
+        if self._closed:
+            raise QueueClosed("the gateway is shutting down and takes no new events")
+        self._taken += n
+
     # -- the dispatcher's side ----------------------------------------------------------------
 
     def _take(self) -> tuple[str, list[_Item]] | None:

@@ -271,6 +271,13 @@ class HookRegistry:
             plan = self._background[key]
         return plan
 
+    def subscribed(self, event_type: str, key: str, session_key: str | None = None) -> bool:
+        """Whether any handler (reply path or background) runs for ``key`` of ``session_key``."""
+        if self._scoped:
+            plans = self._scoped_plan(event_type, key, session_key or "")
+            return bool(plans[0] or plans[1])
+        return bool(self.plan(event_type, key) or self.background_plan(event_type, key))
+
     def _ordered(self, event_type: str, key: str) -> list[Handler]:
         code = self.code.by_key
         chained = itertools.chain.from_iterable(

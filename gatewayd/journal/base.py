@@ -121,6 +121,10 @@ class Journal(ABC):
     backend: str = ""
     durable: bool = False
     """False: ``append`` delivers at once and returns None (no commit to await)."""
+    keeps_unheard: bool = False
+    """True: an event no handler here subscribes to is still appended (a done event stays
+    listed, or another instance may dispatch it with its own hooks). False: the dispatcher
+    counts it done as it is accepted (``Dispatcher.post_all``, design.md section 8)."""
 
     def bind(
         self,

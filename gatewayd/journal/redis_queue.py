@@ -94,6 +94,7 @@ class RedisJournal(Journal):
 
     backend = "redis"
     durable = True
+    keeps_unheard = True  # the session's owner may be another instance, with other hooks
 
     def __init__(
         self, settings: RedisQueueConfig, *, base: Callable[[], dict[str, Any]], capacity: int

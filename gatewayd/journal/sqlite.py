@@ -80,6 +80,7 @@ class SqliteJournal(Journal):
         self.path = path
         self.sync = sync
         self.retain_done = retain_done
+        self.keeps_unheard = retain_done > 0  # done events are listed (gatewayd events list)
         self.full_wait_s = full_wait_s
         self._base = base
         self._encode = make_encoder()
