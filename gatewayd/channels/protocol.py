@@ -23,6 +23,7 @@ import anyio
 from anyio.abc import SocketStream
 
 from gatewayd.hooks.events import EVENT_TYPES, EventKeyError, parse_event_key
+from gatewayd.jsonenc import encoder
 
 MAX_LINE = 1 << 20
 """Longest request line in bytes, newline excluded."""
@@ -56,7 +57,7 @@ def _finite(text: str) -> float:
 
 # Built once: json.loads/json.dumps with options build a new decoder/encoder on every call.
 _DECODER = json.JSONDecoder(parse_constant=_not_json, parse_float=_finite)
-_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str)
+_ENCODER = encoder(ensure_ascii=False, allow_nan=False)  # replies, on the event loop only
 _ASCII_ENCODER = json.JSONEncoder(ensure_ascii=True, allow_nan=False, default=str)
 
 
@@ -71,7 +72,7 @@ def encode(reply: dict[str, Any]) -> bytes:
     error with the same id, or with id null when the id is the problem.
     """
     try:
-        return (_ENCODER.encode(reply) + "\n").encode()
+        return (_ENCODER(reply) + "\n").encode()
     except Exception:  # the rare reply: the slow path below says what was wrong
         pass
     try:

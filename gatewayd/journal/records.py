@@ -16,9 +16,10 @@ for are written as their ``str()``; a context that contains itself raises ``Valu
 from __future__ import annotations
 
 import json
-import json.encoder
 from collections.abc import Callable
 from typing import Any
+
+from gatewayd.jsonenc import encoder
 
 BASE_KEYS = ("cfg", "workspaceDir", "agentId")
 """Context every event carries (the gateway's base): not stored, put back on replay. Only the
@@ -35,22 +36,7 @@ def reference_encoder() -> Encode:
 
 def make_encoder() -> Encode:
     """A compact, ASCII-only JSON encoder built once (``str()`` for unknown values)."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator (another Python implementation)
-        return reference_encoder()
-    markers: dict[int, Any] = {}
-    encoder = make(
-        markers, str, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
-    )
-
-    def encode(value: Any) -> str:
-        try:
-            return "".join(encoder(value, 0))
-        except BaseException:
-            markers.clear()  # what the failed call left, so the next one starts clean
-            raise
-
-    return encode
+    return encoder(ensure_ascii=True, separators=(",", ":"))
 
 
 def context_json(context: dict[str, Any], base: dict[str, Any], encode: Encode) -> str:
