@@ -106,9 +106,6 @@ class EventBase(Protocol):
     def __call__(self, session_key: str | None = None, /) -> dict[str, Any]: ...
 
 
-"""Returns the context every event carries: ``{"cfg": ..., "workspaceDir": ...}``."""
-
-
 def _entry_json(entry: SessionEntry | None) -> dict[str, Any] | None:
     return entry.to_json() if entry is not None else None
 

@@ -47,7 +47,7 @@ from gatewayd.config_env import (
     may_be_secret,
     variable_for,
 )
-from gatewayd.hooks.agents import DEFAULT_AGENT, AgentsSpec
+from gatewayd.hooks.agents import DEFAULT_AGENT, AgentsSpec, entry_for
 from gatewayd.hooks.spec import (
     AgentConfigSpec,
     EntrySpec,
@@ -417,7 +417,7 @@ class Config:
         default_entry = settings.agents.get(self.agents.default)
         workspace = settings.workspace.dir or default_workspace(state)
         if default_entry is not None and default_entry.workspace is not None:
-            workspace = state / os.path.expanduser(default_entry.workspace)  # absolute: as is
+            workspace = _agent_workspace(state, default_entry.workspace)
         socket = settings.gateway.control.socket or default_control_socket(state)
         self.paths = Paths(
             state=state,
@@ -449,11 +449,7 @@ class Config:
     def entry(self, hook_key: str) -> HookEntry:
         """``hooks.entries.<hook_key>``, or an all-defaults entry; a scoped hook's key
         (``audit@ops``) falls back to its plain one (``audit``), as ``LoadSpec.entry`` does."""
-        entries = self.settings.hooks.entries
-        found = entries.get(hook_key)
-        if found is None and "@" in hook_key:
-            found = entries.get(hook_key.partition("@")[0])
-        return found or HookEntry()
+        return entry_for(self.settings.hooks.entries, hook_key) or HookEntry()
 
     def load_spec(self) -> LoadSpec:
         """What the hook library reads from this config (built once per config)."""
@@ -517,9 +513,13 @@ def _agents_spec(settings: Settings, state: Path) -> AgentsSpec:
     for agent_id, entry in agents.items():
         if agent_id == default:
             continue
-        path = Path(os.path.expanduser(entry.workspace or f"workspace-{agent_id}"))
-        workspaces[agent_id] = path if path.is_absolute() else state / path
+        workspaces[agent_id] = _agent_workspace(state, entry.workspace or f"workspace-{agent_id}")
     return AgentsSpec(default=default, workspaces=MappingProxyType(workspaces))
+
+
+def _agent_workspace(state: Path, written: str | Path) -> Path:
+    """``agents.<id>.workspace`` as written: ``~`` expanded, a relative path under the state dir."""
+    return state / os.path.expanduser(written)  # an absolute path replaces ``state``
 
 
 OPENCLAW_HOOK_KEYS = frozenset(

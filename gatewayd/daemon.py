@@ -85,10 +85,10 @@ from gatewayd.triggers import Dispatcher, QueueClosed, Ticket, TriggerQueue
 log = structlog.get_logger("gatewayd")
 
 THREAD_JOIN_S = 1.0
+"""How long exit waits for worker threads before leaving abandoned (timed-out) ones behind."""
 EARLY_TIMER_SLACK_S = 0.002
 _MAX_AGENT_BASES = 1024
 """Per-agent event bases kept before the cache starts afresh (agent ids come from clients)."""
-"""How long exit waits for worker threads before leaving abandoned (timed-out) ones behind."""
 
 
 def _restart_only(config: Config) -> dict[str, Any]:
@@ -491,11 +491,10 @@ class Gateway:
         not been registered since the start), and ``codeHooks``: handlers registered in code."""
         if self._load is None:
             paths = self.config.paths
-            agents = self.config.agents
             listing: dict[str, Any] = {
                 "stateDir": str(paths.state),
                 "workspaceDir": str(paths.workspace),
-                "agents": {"default": agents.default, "ids": agents.agent_ids()},
+                "agents": self.config.agents.to_json(),
                 "hooks": [],
             }
         else:

@@ -66,8 +66,8 @@ def _label(record: HookRecord) -> str:
 
 def _serves(record: HookRecord) -> str:
     """Whose sessions a hook serves, for the SERVES column."""
-    if record.agent is not None:
-        owner = record.agent if record.subagent is None else f"{record.agent}/{record.subagent}"
+    owner = record.scope.label()
+    if owner is not None:
         return owner if record.agents is None else f"{owner} ({','.join(record.agents)} only)"
     return "all agents" if record.agents is None else ",".join(record.agents)
 

@@ -26,10 +26,13 @@ plain names and, as before agents existed, replace a shared hook of the same nam
 from __future__ import annotations
 
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, TypeVar
+
+T = TypeVar("T")
+V = TypeVar("V")
 
 DEFAULT_AGENT: Final = "main"
 """The default agent's id when no ``agents.<id>`` says ``default: true`` (OpenClaw's)."""
@@ -71,6 +74,10 @@ class AgentsSpec:
         """Every configured agent, the default first."""
         return [self.default, *sorted(a for a in self.workspaces if a != self.default)]
 
+    def to_json(self) -> dict[str, Any]:
+        """``{default, ids}``: what the ``hooks`` op and ``hooks list --json`` say of them."""
+        return {"default": self.default, "ids": self.agent_ids()}
+
 
 @dataclass(frozen=True, slots=True)
 class HookScope:
@@ -100,3 +107,39 @@ class HookScope:
 
 SHARED: Final = HookScope()
 """The scope of a hook that serves every agent."""
+
+
+def plain_name(name: str) -> str:
+    """``audit`` of a scoped hook's ``audit@ops`` or ``audit@ops/res`` (agent ids hold no
+    ``@``), else ``name`` itself."""
+    return name.rpartition("@")[0] or name
+
+
+def entry_for(entries: Mapping[str, V], hook_key: str) -> V | None:
+    """``hooks.entries.<hook_key>``; a scoped hook's key (``audit@ops``) falls back to its
+    plain one (``audit``) when it has no entry of its own."""
+    found = entries.get(hook_key)
+    if found is None and "@" in hook_key:
+        found = entries.get(plain_name(hook_key))
+    return found
+
+
+def in_scope(
+    items: Iterable[T],
+    scope_of: Callable[[T], HookScope],
+    name_of: Callable[[T], str | None],
+    agent: str,
+    serving: str,
+    subagent: str | None,
+) -> list[T]:
+    """The items (handlers, or records of hooks) that serve an event of ``agent`` (served by
+    ``serving``, in ``subagent``), in order: those whose scope serves it, less a shared one
+    whose name a scoped one that serves it replaces. ``name_of`` gives the name a replacement
+    matches (``None``: never replaced, e.g. a handler registered in code)."""
+    here = [item for item in items if scope_of(item).serves(agent, serving, subagent)]
+    replaced = {scope.replaces for item in here if (scope := scope_of(item)).replaces}
+    if not replaced:
+        return here
+    return [
+        item for item in here if scope_of(item).agent is not None or name_of(item) not in replaced
+    ]

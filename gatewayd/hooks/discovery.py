@@ -104,6 +104,22 @@ class HookRoot:
     """``<agentId>`` or ``<agentId>/<subId>``: what its hooks' names carry after ``@``
     (``None`` for the shared roots and the default agent's own workspace)."""
 
+    @classmethod
+    def at(
+        cls,
+        source: str,
+        path: Path,
+        agent: str | None = None,
+        subagent: str | None = None,
+        qualifier: str | None = None,
+    ) -> HookRoot:
+        """The root at ``path`` (resolved now, whether or not it exists)."""
+        return cls(source, path, Path(os.path.realpath(path)), agent, subagent, qualifier)
+
+    def qualify(self, name: str) -> str:
+        """A hook name (or key) as this root's hooks carry it: ``name@<qualifier>``."""
+        return f"{name}@{self.qualifier}" if self.qualifier else name
+
 
 @dataclass(slots=True)
 class FoundHook:
@@ -128,14 +144,12 @@ class FoundHook:
     def name(self) -> str:
         """Its name: the manifest's (else the directory's), ``@<qualifier>`` in an agent's
         scoped root."""
-        name = self.manifest.name if self.manifest else self.path.name
-        return f"{name}@{self.root.qualifier}" if self.root.qualifier else name
+        return self.root.qualify(self.manifest.name if self.manifest else self.path.name)
 
     @property
     def hook_key(self) -> str:
         """Its key in ``hooks.entries``, qualified as its name is."""
-        key = self.manifest.hook_key if self.manifest else self.path.name
-        return f"{key}@{self.root.qualifier}" if self.root.qualifier else key
+        return self.root.qualify(self.manifest.hook_key if self.manifest else self.path.name)
 
 
 @dataclass(slots=True)
@@ -166,19 +180,16 @@ def hook_roots(spec: LoadSpec) -> tuple[list[HookRoot], list[str]]:
             )
             continue
         roots.append(HookRoot("extra", path, real))
-    for source, path in (("bundled", spec.bundled_hooks), ("managed", spec.managed_hooks)):
-        roots.append(HookRoot(source, path, Path(os.path.realpath(path))))
+    roots.append(HookRoot.at("bundled", spec.bundled_hooks))
+    roots.append(HookRoot.at("managed", spec.managed_hooks))
     agents = spec.agents
     default = agents.default
-    path = spec.workspace_hooks
-    roots.append(HookRoot("workspace", path, Path(os.path.realpath(path)), agent=default))
+    roots.append(HookRoot.at("workspace", spec.workspace_hooks, default))
     roots.extend(_subagent_roots(spec.workspace_dir, default))
     for agent in sorted(a for a in agents.workspaces if a != default):
-        path = agents.workspaces[agent] / "hooks"
-        roots.append(
-            HookRoot("workspace", path, Path(os.path.realpath(path)), agent, qualifier=agent)
-        )
-        roots.extend(_subagent_roots(agents.workspaces[agent], agent))
+        workspace = agents.workspaces[agent]
+        roots.append(HookRoot.at("workspace", workspace / "hooks", agent, qualifier=agent))
+        roots.extend(_subagent_roots(workspace, agent))
     return roots, rejected
 
 
@@ -201,8 +212,7 @@ def _subagent_roots(workspace: Path, agent: str) -> list[HookRoot]:
         path = base / sub / "hooks"
         if sub.startswith(".") or ":" in sub or not path.is_dir():
             continue
-        real = Path(os.path.realpath(path))
-        roots.append(HookRoot("workspace", path, real, agent, sub, f"{agent}/{sub}"))
+        roots.append(HookRoot.at("workspace", path, agent, sub, f"{agent}/{sub}"))
     return roots
 
 

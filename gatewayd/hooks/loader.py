@@ -37,7 +37,7 @@ from typing import Any
 
 import structlog
 
-from gatewayd.hooks.agents import HookScope
+from gatewayd.hooks.agents import HookScope, in_scope, plain_name
 from gatewayd.hooks.bounded import Abandoned, Overrun, Watch, run_watched
 from gatewayd.hooks.cfgview import hook_cfg, public_cfg
 from gatewayd.hooks.discovery import Discovery, FoundHook, HookRoot, discover
@@ -100,13 +100,17 @@ class HookRecord:
     agents: list[str] | None = None
     """Its own restriction to some agents (``agents``), else ``None``."""
 
-    def serves(self, agent: str, serving: str) -> bool:
-        """Whether it can serve sessions of ``agent`` (whose hooks ``serving`` holds: the
-        agent itself when configured, else the default agent): a shared hook not restricted
-        away, or one of the serving agent's own (or its subagents')."""
-        if self.agents is not None and agent not in self.agents:
-            return False
-        return self.agent is None or self.agent == serving
+    @property
+    def scope(self) -> HookScope:
+        """Which events it serves, as its handlers' :class:`HookScope` says (a scoped hook's
+        name is ``<plain name>@<agentId>[/<subId>]``: what it replaces is before the ``@``)."""
+        qualified = self.agent is not None and "@" in self.name
+        return HookScope(
+            agent=self.agent,
+            subagent=self.subagent,
+            agents=frozenset(self.agents) if self.agents is not None else None,
+            replaces=plain_name(self.name) if qualified else None,
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON form (camelCase keys)."""
@@ -819,18 +823,29 @@ def hooks_listing(spec: LoadSpec, result: LoadResult) -> dict[str, Any]:
     return {
         "stateDir": str(spec.state_dir),
         "workspaceDir": str(spec.workspace_dir),
-        "agents": {"default": spec.agents.default, "ids": spec.agents.agent_ids()},
+        "agents": spec.agents.to_json(),
         "hooks": [record.to_json() for record in result.records],
     }
 
 
 def serving_records(records: list[HookRecord], agent: str, serving: str) -> list[HookRecord]:
     """The records of the hooks that serve ``agent``'s sessions (``serving``: whose hooks do,
-    see :meth:`HookRecord.serves`): shared ones, less those its own hooks replace, its own, and
-    its subagents'."""
-    found = [r for r in records if r.serves(agent, serving)]
-    replaced = {r.name.partition("@")[0] for r in found if "@" in r.name and r.subagent is None}
-    return [r for r in found if not (r.agent is None and r.name in replaced)]
+    the agent itself when configured, else the default agent): shared ones, less those its
+    own hooks replace, its own, and its subagents' (each as it would serve its subagent)."""
+    own = {id(r) for r in in_scope(records, _scope, _name, agent, serving, None)}
+    return [
+        r
+        for r in records
+        if id(r) in own or (r.subagent is not None and r.scope.serves(agent, serving, r.subagent))
+    ]
+
+
+def _scope(record: HookRecord) -> HookScope:
+    return record.scope
+
+
+def _name(record: HookRecord) -> str:
+    return record.name
 
 
 def agents_summary(spec: LoadSpec, records: list[HookRecord]) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 
 import anyio
 
-from gatewayd.hooks.agents import SHARED, AgentsSpec
+from gatewayd.hooks.agents import SHARED, AgentsSpec, HookScope, in_scope
 from gatewayd.hooks.events import HookEvent, parse_event_key
 from gatewayd.hooks.handlers import DEFAULT_PRIORITY, Handler, HandlerKind, make_handler
 from gatewayd.hooks.results import merge_result
@@ -305,13 +305,7 @@ class HookRegistry:
             if len(self._scoped_plans) >= _MAX_SCOPED_PLANS:  # agent ids come from clients
                 self._scoped_plans.clear()
             ordered = self._ordered(event_type, key)
-            serving_here = [h for h in ordered if h.scope.serves(agent, serving, subagent)]
-            replaced = {h.scope.replaces for h in serving_here if h.scope.replaces}
-            kept = [
-                h
-                for h in serving_here
-                if not (h.hook in replaced and h.scope.replaces is None and h.source != "code")
-            ]
+            kept = in_scope(ordered, _scope, _replaceable, agent, serving, subagent)
             plans = (
                 tuple(h for h in kept if not h.background),
                 tuple(h for h in kept if h.background),
@@ -464,6 +458,15 @@ class HookRegistry:
 
 def _priority(handler: Handler) -> int:
     return handler.priority
+
+
+def _scope(handler: Handler) -> HookScope:
+    return handler.scope
+
+
+def _replaceable(handler: Handler) -> str | None:
+    """A file hook's name, which an agent's hook of that name replaces; code handlers never."""
+    return None if handler.source == "code" else handler.hook
 
 
 _Plans = tuple[tuple[Handler, ...], tuple[Handler, ...]]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gatewayd.hooks.agents import AgentsSpec
+from gatewayd.hooks.agents import AgentsSpec, entry_for
 
 _EMPTY: Mapping[str, Any] = types.MappingProxyType({})
 
@@ -107,7 +107,4 @@ class LoadSpec:
     def entry(self, hook_key: str) -> EntrySpec:
         """``hooks.entries.<hook_key>``, or the all-defaults entry. A scoped hook's key
         (``audit@ops``) falls back to its plain one (``audit``) when it has no entry."""
-        found = self.entries.get(hook_key)
-        if found is None and "@" in hook_key:
-            found = self.entries.get(hook_key.partition("@")[0])
-        return found or DEFAULT_ENTRY
+        return entry_for(self.entries, hook_key) or DEFAULT_ENTRY

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 
-from gatewayd.hooks.agents import AgentsSpec
+from gatewayd.hooks.agents import AgentsSpec, HookScope, in_scope
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.handlers import Handler, HandlerKind
 from gatewayd.hooks.results import merge_result
@@ -200,29 +200,36 @@ def not_serving(
     session's agent (``gatewayd/hooks/agents.py``), each saying whose sessions it serves."""
     agent, serving, subagent = agents.scope(session_key)
     ready = [r for r in records if r.status == "ready" and _subscribes(r.events, key)]
-    own = {
-        r.name.partition("@")[0]: r.name
-        for r in ready
-        if "@" in r.name and r.agent == serving and r.subagent == subagent
-    }
+    served = in_scope(ready, _scope, _name, agent, serving, subagent)
+    ran = {id(r) for r in served}
+    replacing = {r.scope.replaces: r.name for r in served if r.scope.replaces}
     where = f"agent {agent!r}" + (f", subagent {subagent!r}" if subagent else "")
     skipped = []
     for record in ready:
-        if record.agents is not None and agent not in record.agents:
-            only = ", ".join(record.agents)
+        if id(record) in ran:
+            continue
+        scope = record.scope
+        if scope.serves(agent, serving, subagent):  # served, but a scoped hook replaces it
+            why = f"replaced by {replacing[record.name]} for {where}"
+        elif scope.agents is not None and agent not in scope.agents:
+            only = ", ".join(record.agents or ())
             why = f"restricted to agents {only} (its agents list); the event is of {where}"
-        elif record.agent is not None and (record.agent != serving or record.subagent != subagent):
-            owner = record.agent + (f"/{record.subagent}" if record.subagent else "")
+        else:
+            owner = scope.label()
             why = (
                 f"it belongs to {owner}, whose hooks serve only its sessions; the event is of "
                 f"{where}"
             )
-        elif record.agent is None and record.name in own:
-            why = f"replaced by {own[record.name]} for {where}"
-        else:
-            continue
         skipped.append(HandlerOutcome(record.name, f"ready, but {why}", "skipped", "python", 0.0))
     return skipped
+
+
+def _scope(record: Any) -> HookScope:
+    return record.scope  # type: ignore[no-any-return]
+
+
+def _name(record: Any) -> str:
+    return record.name  # type: ignore[no-any-return]
 
 
 def why_nothing_ran(key: str, skipped: list[HandlerOutcome]) -> str:
