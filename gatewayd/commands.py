@@ -112,7 +112,7 @@ def _entry_json(entry: SessionEntry | None) -> dict[str, Any] | None:
 
 class _SessionLock:
     """A session's posting lock and how many messages hold or wait for it; ``async with`` it
-    through :meth:`CommandRouter._session_lock`, which forgets it when the last user leaves.
+    through :meth:`SessionLocks.lock`; it forgets itself when its last user leaves.
 
     A plain async context manager, not ``@asynccontextmanager``: the generator, its wrapper and
     their frames were ~5% of the loop's CPU per message (cProfile of the daemon, issue 18)."""
@@ -145,6 +145,22 @@ class _SessionLock:
             del self.table[self.key]
 
 
+class SessionLocks:
+    """Each session's posting lock, kept only while a message holds or waits for it."""
+
+    __slots__ = ("locks",)
+
+    def __init__(self) -> None:
+        self.locks: dict[str, _SessionLock] = {}
+
+    def lock(self, session_key: str) -> _SessionLock:
+        """The session's lock (``async with`` it), made on first use."""
+        held = self.locks.get(session_key)
+        if held is None:
+            held = self.locks[session_key] = _SessionLock(self.locks, session_key)
+        return held
+
+
 class CommandRouter:
     """Turns inbound messages into events on the queue; see the module docstring."""
 
@@ -163,13 +179,7 @@ class CommandRouter:
         self.base = base
         self.record_blocked = record_blocked
         """``hooks.recordBlocked``: whether a blocked message still goes to the transcript."""
-        self._locks: dict[str, _SessionLock] = {}
-
-    def _session_lock(self, session_key: str) -> _SessionLock:
-        held = self._locks.get(session_key)
-        if held is None:
-            held = self._locks[session_key] = _SessionLock(self._locks, session_key)
-        return held
+        self._locks = SessionLocks()
 
     def _event(self, type_: str, action: str, session_key: str, **context: Any) -> HookEvent:
         event = create_hook_event(type_, action, session_key, {**context, **self.base(session_key)})
@@ -187,7 +197,7 @@ class CommandRouter:
         and the transcript see).
         """
         submit = self._submitter(msg.trace, follows=False)
-        async with self._session_lock(msg.session_key):
+        async with self._locks.lock(msg.session_key):
             received = await submit(self._received_event(msg))
             tickets: list[Ticket] = [received]
             text = msg.text

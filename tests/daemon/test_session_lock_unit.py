@@ -1,4 +1,4 @@
-"""The command router's per-session posting lock (gatewayd/commands.py ``_SessionLock``).
+"""The command router's per-session posting lock (gatewayd/commands.py ``SessionLocks``).
 
 A message's events are posted as one uninterrupted run per session: the lock is first come,
 first served, handed from one holder to the next, and gone from the router's table once nobody
@@ -15,28 +15,15 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from gatewayd.commands import _SessionLock
+from gatewayd.commands import SessionLocks
 
 
 def run(main: Callable[[], Awaitable[Any]]) -> Any:
     return anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True})
 
 
-class Table:
-    """The router's lock table and its lookup (``CommandRouter._session_lock``)."""
-
-    def __init__(self) -> None:
-        self.locks: dict[str, _SessionLock] = {}
-
-    def lock(self, key: str) -> _SessionLock:
-        held = self.locks.get(key)
-        if held is None:
-            held = self.locks[key] = _SessionLock(self.locks, key)
-        return held
-
-
 def test_holders_take_turns_in_arrival_order_and_the_table_empties() -> None:
-    table = Table()
+    table = SessionLocks()
     order: list[tuple[str, int]] = []
 
     async def user(i: int) -> None:
@@ -57,7 +44,7 @@ def test_holders_take_turns_in_arrival_order_and_the_table_empties() -> None:
 
 
 def test_a_waiter_cancelled_before_its_turn_never_holds_it() -> None:
-    table = Table()
+    table = SessionLocks()
     order: list[int] = []
 
     async def user(i: int, hold: float) -> None:
@@ -83,7 +70,7 @@ def test_a_waiter_cancelled_before_its_turn_never_holds_it() -> None:
 
 
 def test_a_waiter_cancelled_as_the_lock_is_handed_to_it_hands_it_on() -> None:
-    table = Table()
+    table = SessionLocks()
     order: list[str] = []
     tasks: list[asyncio.Task[Any]] = []
 
