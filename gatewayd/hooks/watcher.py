@@ -60,6 +60,10 @@ from gatewayd.paths import bundled_hooks_is_checkout
 log = structlog.get_logger("gatewayd.watch")
 
 RECHECK_S = 0.5
+CRASH_MAX_S = 30.0
+"""Longest wait before watching again after the watcher itself failed (doubles from 1 s)."""
+CRASH_RESET_S = 60.0
+"""Watches that ran this long before failing start the wait at 1 s again."""
 """How often the identity of the watched roots is re-checked when nothing else happens."""
 MAX_COALESCE_S = 1.0
 """A continuous stream of changes still reloads at least this often."""
@@ -238,49 +242,67 @@ class HookWatcher:
         # What the targets held when the last watches were stopped: a change between then and
         # the new watches existing has no event of its own, so it is found by comparing.
         before: Snapshot | None = None
+        backoff = 0.5
         async with send, receive, anyio.create_task_group() as tg:
             tg.start_soon(self._coalesce, receive)
             while True:
                 self._restart = anyio.Event()
                 if self._established.is_set():
                     self._established = anyio.Event()
-                layout = _Layout.of(self._spec)
                 self.mode = "poll" if self._force_poll else "inotify"
-                async with anyio.create_task_group() as watches:
-                    if self._force_poll:
-                        await watches.start(self._poll, send)
-                    else:
-                        if layout.recursive:
-                            await watches.start(self._watch, layout.recursive, True, send)
-                        if layout.shallow:
-                            await watches.start(self._watch, layout.shallow, False, send)
-                    watches.start_soon(self._recheck, layout, send)
-                    if not self._restart.is_set():  # a setup failure asks for polling at once
-                        log.info(
-                            "watch.started",
-                            mode=self.mode,
-                            roots=[str(p) for p in layout.recursive],
-                            parents=[str(p) for p in layout.shallow],
-                        )
-                        self._established.set()
-                        task_status.started()
-                        task_status = anyio.TASK_STATUS_IGNORED
-                        if before is not None:
-                            now = await anyio.to_thread.run_sync(snapshot, self._spec.targets)
-                            if missed := diff_snapshots(before, now):
-                                log.info("watch.changed_while_restarting", paths=len(missed))
-                                send.send_nowait(missed)
-                            before = None
-                    try:
-                        await self._restart.wait()
-                    finally:
-                        # Also the stop event of watchfiles' thread: without it a cancelled
-                        # awatch keeps the process waiting out its 5 s rust_timeout.
-                        self._restart.set()
-                    # Taken while the old watches still run: what changes after it is either
-                    # their event or, once the new watches exist, a difference from it.
-                    before = await anyio.to_thread.run_sync(snapshot, self._spec.targets)
-                    watches.cancel_scope.cancel()
+                began = time.monotonic()
+                try:
+                    layout = _Layout.of(self._spec)
+                    async with anyio.create_task_group() as watches:
+                        if self._force_poll:
+                            await watches.start(self._poll, send)
+                        else:
+                            if layout.recursive:
+                                await watches.start(self._watch, layout.recursive, True, send)
+                            if layout.shallow:
+                                await watches.start(self._watch, layout.shallow, False, send)
+                        watches.start_soon(self._recheck, self._spec, layout, send)
+                        if not self._restart.is_set():  # a setup failure asks for polling at once
+                            log.info(
+                                "watch.started",
+                                mode=self.mode,
+                                roots=[str(p) for p in layout.recursive],
+                                parents=[str(p) for p in layout.shallow],
+                            )
+                            self._established.set()
+                            task_status.started()
+                            task_status = anyio.TASK_STATUS_IGNORED
+                            if before is not None:
+                                now = await anyio.to_thread.run_sync(snapshot, self._spec.targets)
+                                if missed := diff_snapshots(before, now):
+                                    log.info("watch.changed_while_restarting", paths=len(missed))
+                                    send.send_nowait(missed)
+                                before = None
+                        try:
+                            await self._restart.wait()
+                        finally:
+                            # Also the stop event of watchfiles' thread: without it a cancelled
+                            # awatch keeps the process waiting out its 5 s rust_timeout.
+                            self._restart.set()
+                        # Taken while the old watches still run: what changes after it is either
+                        # their event or, once the new watches exist, a difference from it.
+                        before = await anyio.to_thread.run_sync(snapshot, self._spec.targets)
+                        watches.cancel_scope.cancel()
+                except Exception as exc:
+                    # A bug of this module's, not filesystem trouble (that is handled where it
+                    # happens): the daemon runs on without live reload for a moment, then
+                    # watches again from scratch and reloads in case a change was missed.
+                    ran_s = time.monotonic() - began
+                    backoff = 1.0 if ran_s >= CRASH_RESET_S else min(backoff * 2, CRASH_MAX_S)
+                    log.exception(
+                        "watch.crashed",
+                        error=f"{type(_first_error(exc)).__name__}: {_first_error(exc)}",
+                        retry_in_s=backoff,
+                        note="a bug in gatewayd: please report it with this log line",
+                    )
+                    before = None
+                    await anyio.sleep(backoff)
+                    send.send_nowait(frozenset(self._spec.targets))
 
     # -- producers -------------------------------------------------------------------------
 
@@ -374,25 +396,29 @@ class HookWatcher:
             await changes_iter.aclose()
 
     async def _recheck(
-        self, layout: _Layout, send: MemoryObjectSendStream[frozenset[Path]]
+        self, spec: WatchSpec, layout: _Layout, send: MemoryObjectSendStream[frozenset[Path]]
     ) -> None:
-        """Rebuild the watches when a root appears, vanishes or is replaced."""
+        """Rebuild the watches when a root of ``spec`` (the one ``layout`` was made from)
+        appears, vanishes or is replaced.
+
+        Always ``spec``, never ``self._spec``: :meth:`update` swaps the spec before these
+        watches are cancelled, and a layout of the new spec has another number of targets."""
         while True:
             with anyio.move_on_after(RECHECK_S):
                 await self._poke.wait()
             self._poke = anyio.Event()
-            now = _Layout.of(self._spec)
+            if spec is not self._spec:
+                return  # update() asked for new watches already
+            now = _Layout.of(spec)
             if now != layout:
                 changed = frozenset(
                     t
-                    for t, a, b in zip(
-                        self._spec.targets, layout.identities, now.identities, strict=True
-                    )
+                    for t, a, b in zip(spec.targets, layout.identities, now.identities, strict=True)
                     if a != b
                 )
                 log.info("watch.roots_changed", paths=[str(p) for p in changed])
                 self._request_restart()
-                send.send_nowait(changed or frozenset(self._spec.roots))
+                send.send_nowait(changed or frozenset(spec.roots))
                 return
 
     async def _poll(

@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
+import structlog
 
 from gatewayd.hooks.watcher import HookWatcher, WatchSpec, diff_snapshots, is_noise, snapshot
 
@@ -34,14 +35,18 @@ class Recorder:
         self.calls.append(paths)
         self._changed.set()
 
+    async def until_calls(self, count: int) -> None:
+        """Wait (at most WAIT_S) until there were ``count`` reloads in all."""
+        with anyio.fail_after(WAIT_S):
+            while len(self.calls) < count:
+                self._changed = anyio.Event()
+                await self._changed.wait()
+
     async def expect_reload(self, action: Callable[[], object]) -> frozenset[Path]:
         """Do ``action``; wait for at least one reload, then for quiet; return what changed."""
         before = len(self.calls)
         action()
-        with anyio.fail_after(WAIT_S):
-            while len(self.calls) == before:
-                self._changed = anyio.Event()
-                await self._changed.wait()
+        await self.until_calls(before + 1)
         await anyio.sleep(SETTLE_S)
         return frozenset().union(*self.calls[before:])
 
@@ -315,3 +320,53 @@ def test_a_write_while_the_watches_are_rebuilt_is_not_lost(
         assert managed / "late" / "handler.py" in changed, rec.calls
 
     run_watcher(WatchSpec(roots=(managed, workspace), files=(config,)), scenario)
+
+
+def test_update_to_fewer_roots_while_rechecking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """update() swaps the spec before the old watches are cancelled. With the re-check running
+    every tick, it runs in that window on every update: it must compare against the spec its
+    layout was made from (a mix of the two crashed the daemon: `zip() argument 2 is longer`)."""
+    monkeypatch.setattr("gatewayd.hooks.watcher.RECHECK_S", 0)
+    first, second, third = (tmp_path / n for n in ("one", "two", "three"))
+    for root in (first, second, third):
+        root.mkdir()
+    specs = [WatchSpec(roots=(first, second, third)), WatchSpec(roots=(first,))]
+
+    async def scenario(rec: Recorder, watcher: HookWatcher) -> None:
+        for n in range(6):
+            await watcher.update(specs[(n + 1) % 2])
+        await rec.expect_reload(lambda: (first / "a").write_text("1"))
+
+    run_watcher(specs[0], scenario)
+
+
+def test_a_bug_in_the_watcher_is_logged_and_watching_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever goes wrong inside the watcher ends its watches, not the daemon: it is logged
+    (``watch.crashed``), the watches are set up again and a reload covers what was missed."""
+    root = tmp_path / "hooks"
+    root.mkdir()
+    real_watch = HookWatcher._watch
+    failures: list[int] = []
+
+    async def watch_failing_once(self: HookWatcher, *args: Any, **kwargs: Any) -> None:
+        if not failures:
+            failures.append(1)
+            raise RuntimeError("a bug")
+        await real_watch(self, *args, **kwargs)
+
+    monkeypatch.setattr(HookWatcher, "_watch", watch_failing_once)
+
+    async def scenario(rec: Recorder, watcher: HookWatcher) -> None:
+        # The reload that covers the gap is delivered once the new watches exist.
+        await rec.until_calls(1)
+        assert failures == [1]
+        await rec.expect_reload(lambda: (root / "a").write_text("1"))
+
+    with structlog.testing.capture_logs() as logs:
+        run_watcher(WatchSpec(roots=(root,)), scenario)
+    crashed = [r for r in logs if r["event"] == "watch.crashed"]
+    assert [r["error"] for r in crashed] == ["RuntimeError: a bug"], logs
