@@ -254,6 +254,20 @@ class Daemon:
         with self._cond:
             return "\n".join(self.stderr_lines)
 
+    def failure_summary(self, tail: int) -> str | None:
+        """For a failed test's report: the run's state and its last ``tail`` log lines
+        (None if it was never started)."""
+        if self._proc is None:
+            return None
+        rc = self._proc.poll()
+        state = "still running" if rc is None else f"exited with {rc}"
+        with self._cond:
+            lines = self.stderr_lines[-tail:]
+            skipped = len(self.stderr_lines) - len(lines)
+        of_all = f" of {skipped + len(lines)}" if skipped else ""
+        head = f"gatewayd run (pid {self._proc.pid}) {state}; its last {len(lines)} log lines"
+        return "\n".join([f"{head}{of_all}:", *lines])
+
     def shutdown_line(self) -> dict[str, Any]:
         lines = self.events("gateway.shutdown")
         assert len(lines) == 1, f"expected one gateway.shutdown line, got {lines}"

@@ -9,6 +9,7 @@
   :class:`~tests.support.daemon.Daemon` on ``state_dir`` (``config`` written as its
   ``gatewayd.yaml`` when given), not started. ``start_daemon(...)`` takes the same arguments
   plus ``wait_ready=True`` and starts it. Every daemon still running at teardown is killed.
+  When the test fails, its report carries each daemon's exit code and the tail of its log.
 * ``log_records``: what in-process code logged through structlog during the test
   (:func:`structlog.testing.capture_logs`), one dict per record.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, MutableMapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
@@ -84,6 +85,23 @@ class StartDaemon(Protocol):
 
 
 _UNGROUPED = pytest.StashKey[str]()
+_DAEMONS = pytest.StashKey[list[Daemon]]()
+_LOG_TAIL_LINES = 60
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test's report shows what its daemons said last (and whether they still ran):
+    a test that fails on a closed socket otherwise says nothing of why the daemon closed it."""
+    report: pytest.TestReport = yield
+    if report.failed:
+        daemons: list[Daemon] = item.stash.get(_DAEMONS, [])
+        for n, daemon in enumerate(daemons):
+            if (summary := daemon.failure_summary(_LOG_TAIL_LINES)) is not None:
+                report.sections.append((f"daemon {n} ({report.when})", summary))
+    return report
 
 
 @pytest.hookimpl(trylast=True)
@@ -109,9 +127,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.fixture
-def new_daemon(state_dir: Path) -> Iterator[NewDaemon]:
+def new_daemon(state_dir: Path, request: pytest.FixtureRequest) -> Iterator[NewDaemon]:
     """Daemons on ``state_dir``, not started; all are killed at teardown."""
     made: list[Daemon] = []
+    request.node.stash[_DAEMONS] = made
 
     def make(
         config: Mapping[str, Any] | None = None,
