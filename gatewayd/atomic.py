@@ -99,13 +99,15 @@ def atomic_write(
     _fsync_dir(directory)
 
 
-def append_whole(fd: int, data: bytes) -> None:
+def append_whole(fd: int, data: bytes, size: int | None = None) -> None:
     """Append ``data`` to the ``O_APPEND`` descriptor ``fd`` whole, or not at all.
 
     If the write fails part-way (``ENOSPC``, ``EDQUOT``, ``EIO``) the file is truncated back to
-    its size before the call and the error is raised.
+    its size before the call (``size``, when the caller knows it; else an ``fstat``) and the
+    error is raised.
     """
-    size = os.fstat(fd).st_size
+    if size is None:
+        size = os.fstat(fd).st_size
     try:
         write_all(fd, data)
     except OSError:

@@ -939,6 +939,7 @@ class Gateway:
                 )
         left = await self.dispatcher.drain(gw.drain_timeout_ms / 1000)
         await self.journal.close()
+        self.sessions.close()
         left += self.queue.late
         kept = self.journal.stats()["pending"] if self.journal.durable else 0
         if left:

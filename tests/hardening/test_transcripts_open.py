@@ -1,0 +1,121 @@
+"""Transcripts are kept open between appends (issue 18): a transcript removed, renamed or replaced
+under the daemon must not swallow lines; they go on to a file at the transcript's path."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from gatewayd.sessions import (
+    OPEN_TRANSCRIPTS,
+    SessionEntry,
+    SessionManager,
+    TranscriptLimits,
+    message,
+)
+from tests.support.fixtures import StartDaemon
+
+
+def contents(path: Path) -> list[Any]:
+    return [json.loads(line)["content"] for line in path.read_bytes().splitlines()]
+
+
+def append(manager: SessionManager, entry: SessionEntry, *texts: str) -> None:
+    async def run() -> None:
+        await manager.append(entry, [message("user", t) for t in texts])
+
+    anyio.run(run)
+
+
+def started(tmp_path: Path, limits: TranscriptLimits | None = None) -> tuple[SessionManager, Any]:
+    manager = SessionManager(tmp_path / "sessions", limits)
+    manager.load()
+
+    async def start() -> SessionEntry:
+        return await manager.start("agent:main:a")
+
+    return manager, anyio.run(start)
+
+
+def test_a_removed_transcript_is_created_again_with_the_next_line(tmp_path: Path) -> None:
+    manager, entry = started(tmp_path)
+    path = entry.session_file
+    append(manager, entry, "one")
+    path.unlink()
+    append(manager, entry, "two")
+    assert contents(path) == ["two"]
+    manager.close()
+
+
+def test_a_renamed_transcript_keeps_its_lines_and_the_path_gets_the_next(tmp_path: Path) -> None:
+    manager, entry = started(tmp_path)
+    path = entry.session_file
+    append(manager, entry, "one")
+    moved = path.with_name("archived.jsonl")
+    path.rename(moved)
+    append(manager, entry, "two")
+    assert contents(moved) == ["one"]
+    assert contents(path) == ["two"]
+    # A file put back at the path (another inode) is appended to, not the one open before.
+    moved.rename(path)
+    append(manager, entry, "three")
+    assert contents(path) == ["one", "three"]
+    manager.close()
+
+
+def test_a_transcript_replaced_by_a_symlink_is_not_written_through_it(tmp_path: Path) -> None:
+    manager, entry = started(tmp_path)
+    path = entry.session_file
+    append(manager, entry, "one")
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    elsewhere.write_bytes(b"")
+    path.unlink()
+    path.symlink_to(elsewhere)
+    append(manager, entry, "two")  # refused (O_NOFOLLOW) and logged, as before
+    assert elsewhere.read_bytes() == b""
+    path.unlink()
+    append(manager, entry, "three")
+    assert contents(path) == ["three"]
+    manager.close()
+
+
+def test_open_transcripts_are_bounded_and_rotation_still_applies(tmp_path: Path) -> None:
+    manager = SessionManager(tmp_path / "sessions", TranscriptLimits(max_bytes=300, backups=1))
+    manager.load()
+
+    async def run() -> list[SessionEntry]:
+        entries = [await manager.start(f"k{i}") for i in range(100)]
+        for round_ in range(3):
+            for entry in entries:
+                await manager.append(entry, [message("user", f"{round_}-" + "x" * 100)])
+        return entries
+
+    entries = anyio.run(run)
+    open_fds = len(os.listdir("/proc/self/fd"))
+    manager.close()
+    assert open_fds - len(os.listdir("/proc/self/fd")) == OPEN_TRANSCRIPTS
+    for entry in entries:  # each line ~170 bytes: every append after the first rotates
+        path = entry.session_file
+        assert contents(path) == ["2-" + "x" * 100]
+        assert contents(path.with_name(path.name + ".1")) == ["1-" + "x" * 100]
+
+
+def test_a_transcript_moved_away_under_a_running_daemon_gets_the_next_message(
+    start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    daemon = start_daemon()
+    with daemon.control() as control:
+        control.ok("message", sessionKey="a", text="one")
+        table = json.loads((state_dir / "sessions" / "sessions.json").read_bytes())
+        path = Path(table["a"]["sessionFile"])
+        path.rename(path.with_name("kept.jsonl"))
+        control.ok("message", sessionKey="a", text="two")
+        path.unlink(missing_ok=True)  # removed this time
+        control.ok("message", sessionKey="a", text="three")
+    assert contents(path) == ["three"]
+    assert contents(path.with_name("kept.jsonl")) == ["one"]
+    assert daemon.stop() == 0
