@@ -239,6 +239,28 @@ class Dispatcher:
         if heard:
             await queue.post_all(heard, follows=True)
 
+    def hears(self, key: str, session_key: str) -> bool:
+        """Whether events ``type:action`` of ``session_key`` must be posted to be done: a
+        handler subscribes to them (reply path or background), or the journal keeps events
+        nobody hears (``Journal.keeps_unheard``). Otherwise :meth:`accept_unheard` is what
+        :meth:`post_all` would do with them."""
+        if self.queue.journal.keeps_unheard:
+            return True
+        return self.registry.subscribed(key.partition(":")[0], key, session_key)
+
+    def accept_unheard(self, key: str, n: int) -> None:
+        """Count ``n`` events ``key`` nothing hears (:meth:`hears`) as :meth:`post_all` counts
+        them, without the events: each uses up an id; events by key, ``accepted`` and
+        ``dispatched`` count them. Raises :class:`QueueClosed` once the drain began."""
+        queue = self.queue
+        queue.accept_done(n)
+        next_id = queue.journal.next_id
+        for _ in range(n):
+            next_id()
+        counts = self.registry.event_counts
+        counts[key] = counts.get(key, 0) + n
+        self.dispatched += n
+
     def has_handlers(self, key: str, session_key: str | None = None) -> bool:
         """True when an event ``type:action`` of ``session_key`` would run any handler on its
         reply path (its agent's hooks: ``gatewayd/hooks/agents.py``)."""

@@ -46,6 +46,40 @@ def test_unheard_events_are_counted_done_without_a_lane_or_a_worker() -> None:
     run(main)
 
 
+def test_accept_unheard_counts_as_post_all_does_without_the_events() -> None:
+    """The router does not build a reply's message:sent events when nothing hears them."""
+
+    async def main() -> None:
+        registry = HookRegistry()
+        queue = TriggerQueue()
+        dispatcher = Dispatcher(queue, registry)
+        assert not dispatcher.hears("message:sent", "agent:main:s")
+        dispatcher.accept_unheard("message:sent", 3)
+        assert queue.depth == 0 and queue.sessions == 0
+        assert queue.accepted == 3 and dispatcher.dispatched == 3
+        assert registry.event_counts == {"message:sent": 3}
+        later = sent(3)
+        await dispatcher.post_all([later])
+        assert later.id.endswith("-4")  # ids were used up, as post_all would
+        registry.register("message:sent", lambda event: None)
+        assert dispatcher.hears("message:sent", "agent:main:s")
+        queue.close()
+        with pytest.raises(QueueClosed):
+            dispatcher.accept_unheard("message:sent", 1)
+        assert queue.accepted == 4
+
+    run(main)
+
+
+@pytest.mark.parametrize("retain_done", [0, 5])
+def test_the_sqlite_journal_hears_everything_when_it_keeps_done_events(
+    tmp_path: Path, retain_done: int
+) -> None:
+    journal = SqliteJournal(tmp_path / "events.db", base=dict, retain_done=retain_done)
+    dispatcher = Dispatcher(TriggerQueue(journal=journal), HookRegistry())
+    assert dispatcher.hears("message:sent", "agent:main:s") == bool(retain_done)
+
+
 def test_heard_events_are_queued_and_dispatched_in_order() -> None:
     seen: list[str] = []
 
