@@ -4,8 +4,10 @@ Everything touching the file runs in one writer thread (``gatewayd-journal``), f
 a queue; the event loop never waits on disk. Group commit: every event appended in the same loop
 tick joins one batch, and while a batch is being written the next one fills, so under load one
 transaction (one fsync with ``gateway.queue.sync: full``) carries many events and the batch size
-follows the load by itself. A batch's posters wake when its ``COMMIT`` returned, after its
-events were delivered to the queue's lanes in append order.
+follows the load by itself. A batch's posters wake when its ``COMMIT`` returned, and its events
+are delivered to the queue's lanes in append order: at once, or, for a large batch, once the
+writer thread starts the next batch's ``COMMIT``, so that their dispatch runs while that
+``COMMIT`` waits for the disk (the writer needs the GIL to write the rows, not during the fsync).
 
 ``done``/``dead`` marks are not waited for: they ride along with the next batch (or go on their
 own a moment later). One lost to a crash means that event is dispatched again (at-least-once).
@@ -58,6 +60,11 @@ Mark = tuple[int, str, str, int, float]
 T = TypeVar("T")
 DONE_DELAY_S = 0.02
 """Done marks with no batch to ride along wait this long for one, then go on their own."""
+HAND_BACK_MIN = 32
+"""A committed batch of at least this many events is dispatched while the next one's ``COMMIT``
+waits for the disk (:meth:`SqliteJournal._write`); a smaller one at once, as its dispatch
+holds up the writer thread only briefly (a trigger at a low rate is not made to wait for the
+next batch's write)."""
 TRIM_EVERY = 1024
 """Done marks between two trims of the retained done events (``retainDone`` > 0)."""
 
@@ -288,18 +295,26 @@ class SqliteJournal(Journal):
         if not (self._busy or self._scheduled or self._timer) and self._loop is not None:
             self._timer = self._loop.call_later(DONE_DELAY_S, self._flush)
 
-    def _flush(self) -> None:
+    def _flush(self, committed: list[Item] | None = None) -> None:
+        """Hand the batch being filled to the writer thread. ``committed``: the batch whose
+        commit just woke its posters, not yet delivered: the writer hands it back to be
+        delivered as it starts this batch's ``COMMIT`` (see :meth:`_written`)."""
         self._scheduled = False
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         if self._busy or not (self._batch or self._done or self._dead):
+            if committed:
+                self._deliver(committed)
             return
+        if committed and not self._jobs.empty():  # the writer has other work first (a query)
+            self._deliver(committed)
+            committed = None
         batch, commit, done, dead = self._batch, self._commit, self._done, self._dead
         self._batch, self._commit, self._done, self._dead = [], None, [], []
         self._busy = True
         base = self._base()
-        self._jobs.put(lambda: self._write(batch, commit, done, dead, base))
+        self._jobs.put(lambda: self._write(batch, commit, done, dead, base, committed))
 
     def _write(
         self,
@@ -308,10 +323,31 @@ class SqliteJournal(Journal):
         done: list[int],
         dead: list[Mark],
         base: dict[str, Any],
+        committed: list[Item] | None = None,
     ) -> None:
-        """One transaction (writer thread): insert ``batch``, apply the marks, commit."""
+        """One transaction (writer thread): insert ``batch``, apply the marks, commit.
+
+        ``committed`` (the previous batch, committed, its posters woken) goes back to the event
+        loop to be delivered just before the ``COMMIT``: its dispatch then runs while the
+        ``COMMIT`` waits for the disk (the fsync, during which this thread does not hold the
+        GIL). Earlier, the event loop's dispatch would keep this thread from the GIL it needs
+        to bind the rows and between its statements; later, the fsync would be waited for with
+        nothing else to do. Measured in bench/NOTES.md (issue 15, fourth pass)."""
         conn = self._conn
-        assert conn is not None and self._loop is not None
+        loop = self._loop
+        assert conn is not None and loop is not None
+        if committed:
+            handed = [committed]
+
+            def hand_back() -> None:  # once, before the COMMIT, a failure or a wait
+                if handed:
+                    loop.call_soon_threadsafe(self._deliver, handed.pop())
+
+        else:
+
+            def hand_back() -> None:
+                pass
+
         error: JournalError | None = None
         encode = self._encode
         try:
@@ -338,9 +374,11 @@ class SqliteJournal(Journal):
                 if rows:
                     store.insert(conn, rows)
                 self._apply_marks(conn, done, dead)
+                hand_back()
                 conn.execute("COMMIT")
                 break
             except (sqlite3.Error, ValueError) as exc:  # ValueError: text SQLite cannot take
+                hand_back()
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 if not store.is_full(exc):
@@ -366,10 +404,11 @@ class SqliteJournal(Journal):
                     break
                 time.sleep(delay)
                 delay = min(delay * 2, 0.5)
+        hand_back()  # the rows could not be encoded: nothing was written
         if error is None and self.full:
             self.full = False
             log.info("journal.space_recovered", path=str(self.path))
-        self._loop.call_soon_threadsafe(self._written, batch, commit, done, dead, error)
+        loop.call_soon_threadsafe(self._written, batch, commit, done, dead, error)
 
     def _apply_marks(self, conn: sqlite3.Connection, done: list[int], dead: list[Mark]) -> None:
         if done:
@@ -399,11 +438,23 @@ class SqliteJournal(Journal):
         dead: list[Mark],
         error: JournalError | None,
     ) -> None:
-        """Back on the event loop after a transaction: deliver (or refuse) and go on."""
+        """Back on the event loop after a transaction: deliver (or refuse) and go on.
+
+        A large committed batch (:data:`HAND_BACK_MIN`): its posters are woken first and the
+        batch is delivered a loop turn later (:meth:`_deliver_after`), once they have appended
+        their next events: those are flushed first, and the writer hands this batch back for
+        its dispatch as it starts their ``COMMIT`` (:meth:`_write`)."""
         self._busy = False
         if error is None:
             self.commits += 1
             self.committed += len(batch)
+            if len(batch) >= HAND_BACK_MIN:
+                if commit is not None:
+                    commit.finish()
+                self._busy = True  # until _deliver_after: the woken posters' events wait
+                assert self._loop is not None
+                self._loop.call_soon(self._deliver_after, batch)
+                return
             if batch:
                 self._deliver(batch)
         else:
@@ -416,6 +467,17 @@ class SqliteJournal(Journal):
             self._dead[:0] = dead
         if commit is not None:
             commit.finish(error)
+        self._go_on()
+
+    def _deliver_after(self, batch: list[Item]) -> None:
+        self._busy = False
+        if self._batch:
+            self._flush(batch)
+        else:
+            self._deliver(batch)
+            self._go_on()
+
+    def _go_on(self) -> None:
         if self._batch:
             self._flush()
         elif self._done or self._dead:
