@@ -80,7 +80,7 @@ def encode_event(
         "type": event.type,
         "action": event.action,
         "session": event.session_key,
-        "ts": event.timestamp.timestamp(),
+        "ts": event.created,
         "posted": time.time(),
         "ctx": own_context(event.context, base),
     }
@@ -105,7 +105,7 @@ def decode_event(
         type=record["type"],
         action=record["action"],
         session_key=record["session"],
-        timestamp=datetime.fromtimestamp(record["ts"], UTC),
+        created=float(record["ts"]),
         # The base first: a stored workspaceDir is another agent's (hooks/agents.py).
         context={**{k: gateway[k] for k in BASE_KEYS if k in gateway}, **record["ctx"]},
         trace=bool(record.get("trace")),

@@ -28,7 +28,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from time import perf_counter
 from typing import Any, TypeVar
@@ -230,7 +229,7 @@ class SqliteJournal(Journal):
                 type=etype,
                 action=action,
                 session_key=store.session_text(session),
-                timestamp=datetime.fromtimestamp(ts, UTC),
+                created=float(ts),
                 # The base first: a stored workspaceDir is another agent's (hooks/agents.py).
                 context={**{k: base[k] for k in BASE_KEYS if k in base}, **json.loads(context)},
             )
@@ -357,7 +356,7 @@ class SqliteJournal(Journal):
                     store.session_value(event.session_key),
                     event.type,
                     event.action,
-                    event.timestamp.timestamp(),
+                    event.created,
                     context_json(event.context, base, encode),
                 )
                 + ((json.dumps(list(only)),) if only else ())  # see store.insert
