@@ -85,7 +85,7 @@ async def finish_async(
     cancelled = anyio.get_cancelled_exc_class()
     try:
         with anyio.move_on_after(timeout_s) as scope:
-            value = await _resume(coro, yielded, handler.hook)
+            value = await resume(coro, yielded, handler.hook)
     except cancelled:
         raise
     except BaseException as exc:  # SystemExit / KeyboardInterrupt from a handler included
@@ -99,13 +99,15 @@ async def finish_async(
 
 
 @types.coroutine
-def _resume(coro: Any, yielded: Any, hook: str) -> Generator[Any, Any, Any]:
+def resume(coro: Any, yielded: Any, hook: str | None) -> Generator[Any, Any, Any]:
     """Continue a handler's coroutine in the calling task (as ``eager.resume`` does), with
     ``running.hook`` naming it while each of its steps runs.
 
-    A coroutine that swallows the cancellation thrown into it (its timeout, or the shutdown)
-    and suspends again is abandoned there: closed, and the cancellation raised on, so that
-    neither the timeout nor the shutdown waits on it."""
+    A handler's coroutine that swallows the cancellation thrown into it (its timeout, or the
+    shutdown) and suspends again is abandoned there: closed, and the cancellation raised on, so
+    that neither the timeout nor the shutdown waits on it. ``hook`` ``None``: a runner's
+    coroutine (``run_sync``, ``run_command``, a Node hook's), which catches its own timeout and
+    cleans up, and is only passed through."""
     slot = running
     cancelled = anyio.get_cancelled_exc_class()
     while True:
@@ -119,7 +121,7 @@ def _resume(coro: Any, yielded: Any, hook: str) -> Generator[Any, Any, Any]:
                 return stop.value
             finally:
                 slot.hook = None
-            if isinstance(exc, cancelled):  # it caught the cancellation and carried on
+            if hook is not None and isinstance(exc, cancelled):  # it caught it and carried on
                 log.error(
                     "hook.ignored_cancel",
                     hook=hook,

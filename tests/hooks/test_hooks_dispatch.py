@@ -316,3 +316,176 @@ def test_a_fold_counts_each_duration_in_the_bucket_of_its_upper_bound() -> None:
     stats.record(100.0)  # not folded yet: counted by histogram() from the ring
     cumulative, _, count = stats.histogram()
     assert count == RING + 1 and cumulative[-1] == RING + 1 and cumulative[-2] == RING - RING // 8
+
+
+def _sleeper(text: str, seconds: float) -> Callable[[HookEvent], Any]:
+    async def handler(event: HookEvent) -> None:
+        await anyio.sleep(seconds)
+        event.messages.append(text)
+
+    return handler
+
+
+def test_handlers_that_suspend_each_run_under_their_own_timeout() -> None:
+    # The plan runs in one generator that dispatch steps by hand: a handler that suspends goes
+    # on under its own timeout, one past it ends that generator and the rest of the plan runs
+    # in a new one, which must still report what failed before.
+    def sync_one(event: HookEvent) -> None:
+        event.messages.append("sync")
+
+    registry = HookRegistry()
+    registry.set_file_hooks(
+        [
+            (file_hook("brief", _sleeper("brief", 0.01), timeout_s=5), ["command:new"]),
+            (
+                file_hook("bad", _raiser(ValueError("no"), after_await=False, sync=False)),
+                ["command:new"],
+            ),
+            (file_hook("slow", _sleeper("slow", 60), timeout_s=0.2), ["command:new"]),
+            (file_hook("yields", _sleeper("yields", 0), timeout_s=5), ["command:new"]),
+            (file_hook("sync", sync_one, timeout_s=5), ["command:new"]),
+            (file_hook("slow2", _sleeper("slow2", 60), timeout_s=0.1), ["command:new"]),
+            (file_hook("last", appender("last")), ["command:new"]),
+        ]
+    )
+    event = new_event()
+    report = anyio.run(registry.dispatch, event)
+    assert event.messages == ["brief", "yields", "sync", "last"]
+    assert (report.handlers, report.errors, report.timeouts) == (7, 1, 2)
+    assert [(o.hook, o.outcome) for o in report.outcomes] == [
+        ("bad", "error"),
+        ("slow", "timeout"),
+        ("slow2", "timeout"),
+    ]
+    stats = registry.stats()
+    assert {name: stats[name].calls for name in stats} == dict.fromkeys(stats, 1)
+    assert 0.2 <= stats["slow"].durations[0] < 5 and 0.1 <= stats["slow2"].durations[0] < 5
+    assert (stats["bad"].errors, stats["slow"].timeouts, stats["slow2"].timeouts) == (1, 1, 1)
+
+
+def test_a_handler_that_swallows_its_timeout_and_waits_again_is_abandoned() -> None:
+    closed: list[bool] = []
+
+    async def stubborn(event: HookEvent) -> None:
+        try:
+            await anyio.sleep(60)
+        except BaseException:
+            try:
+                await anyio.sleep(60)  # carries on after its cancellation: not waited for
+            finally:
+                closed.append(True)
+
+    registry = HookRegistry()
+    registry.set_file_hooks(
+        [
+            (file_hook("stubborn", stubborn, timeout_s=0.2), ["command:new"]),
+            (file_hook("after", appender("after")), ["command:new"]),
+        ]
+    )
+    event = new_event()
+
+    async def timed() -> tuple[Any, float]:
+        start = anyio.current_time()
+        report = await registry.dispatch(event)
+        return report, anyio.current_time() - start
+
+    with structlog.testing.capture_logs() as logs:
+        report, elapsed = anyio.run(timed)
+    assert elapsed < 30
+    assert event.messages == ["after"]
+    assert closed == [True]
+    assert (report.handlers, report.errors, report.timeouts) == (2, 0, 1)
+    assert [entry["hook"] for entry in logs if entry["event"] == "hook.ignored_cancel"] == [
+        "stubborn"
+    ]
+
+
+def test_a_handler_that_swallows_its_timeout_and_returns_lets_the_rest_run() -> None:
+    async def shrugs(event: HookEvent) -> None:
+        try:
+            await anyio.sleep(60)
+        except BaseException:
+            event.messages.append("shrugged")
+
+    registry = HookRegistry()
+    registry.set_file_hooks(
+        [
+            (file_hook("shrugs", shrugs, timeout_s=0.1), ["command:new"]),
+            (file_hook("next", _sleeper("next", 0.01), timeout_s=5), ["command:new"]),
+        ]
+    )
+    event = new_event()
+    report = anyio.run(registry.dispatch, event)
+    assert event.messages == ["shrugged", "next"]
+    assert report.handlers == 2 and report.errors == 0
+
+
+def test_running_hook_names_a_handler_only_while_its_code_runs() -> None:
+    from gatewayd.hooks.stats import running
+
+    seen: list[tuple[str, str | None]] = []
+
+    async def watched(event: HookEvent) -> None:
+        seen.append(("before await", running.hook))
+        await anyio.sleep(0.05)
+        seen.append(("after await", running.hook))
+
+    async def main() -> None:
+        async def meanwhile() -> None:
+            await anyio.sleep(0.02)
+            seen.append(("other task", running.hook))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(meanwhile)
+            await registry.dispatch(new_event())
+        seen.append(("after dispatch", running.hook))
+
+    registry = HookRegistry()
+    registry.set_file_hooks([(file_hook("watched", watched, timeout_s=5), ["command"])])
+    anyio.run(main)
+    assert seen == [
+        ("before await", "watched"),
+        ("other task", None),
+        ("after await", "watched"),
+        ("after dispatch", None),
+    ]
+
+
+def test_each_handler_sees_its_cfg_and_the_event_gets_its_own_back_after_a_timeout() -> None:
+    seen: list[Any] = []
+
+    async def slow(event: HookEvent) -> None:
+        seen.append(event.context["cfg"])
+        await anyio.sleep(60)
+
+    async def plain(event: HookEvent) -> None:
+        seen.append(event.context["cfg"])
+
+    registry = HookRegistry()
+    own = file_hook("slow", slow, timeout_s=0.1)
+    own.cfg = {"own": True}
+    registry.set_file_hooks([(own, ["command:new"]), (file_hook("plain", plain), ["command"])])
+    event = new_event()
+    event.context["cfg"] = base = {"base": True}
+    report = anyio.run(registry.dispatch, event)
+    assert report.timeouts == 1
+    assert seen == [{"own": True}, base]
+    assert event.context["cfg"] is base
+
+
+def test_a_handler_that_blocks_after_suspending_ends_the_chain() -> None:
+    async def blocks(event: HookEvent) -> dict[str, Any]:
+        await anyio.sleep(0.01)
+        return {"cancel": True}
+
+    registry = HookRegistry()
+    registry.set_file_hooks(
+        [
+            (file_hook("blocks", blocks, timeout_s=5), ["message:sending"]),
+            (file_hook("later", appender("later")), ["message:sending"]),
+        ]
+    )
+    event = new_event("message:sending")
+    report = anyio.run(registry.dispatch, event)
+    assert event.halted and event.messages == []
+    assert (report.handlers, report.errors, report.timeouts) == (1, 0, 0)
