@@ -434,9 +434,9 @@ def _run_plan(
 
     Each handler is awaited natively (``yield from``) in this one generator, so one that
     finishes without suspending costs its call and its counters, no step of its own; one that
-    suspends is taken out by ``dispatch`` (:meth:`HookRegistry._suspended`). Measured in one
-    process against a hand-stepped coroutine per handler (bench/NOTES.md, issue 18): 1.6
-    against 2.2 us an event with one no-op handler, 4.7 against 7.0 us with ten.
+    suspends is taken out by ``dispatch`` (:meth:`HookRegistry._suspended`). Against a
+    hand-stepped coroutine per handler, CPU time of the dispatch loop: 1.6 against 1.8 us an
+    event with one no-op handler, 4.3 against 6.1 us with ten (bench/NOTES.md, issue 18).
 
     Ends by returning ``None`` when every handler ran and none failed, else by raising
     :class:`_Finished` with the report. ``failed``: what failed before (a restart after a
