@@ -15,13 +15,16 @@ instead of hanging it.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import itertools
 import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -117,6 +120,7 @@ class Daemon:
         self._proc: subprocess.Popen[bytes] | None = None
         self._notify: NotifySocket | None = None
         self._reader: threading.Thread | None = None
+        self._reader_waiting = False
         self._cond = threading.Condition()
 
     # -- process ---------------------------------------------------------------------------
@@ -168,17 +172,53 @@ class Daemon:
 
     def _read_stderr(self, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stderr is not None
-        for raw in proc.stderr:
-            line = raw.decode(errors="replace").rstrip("\n")
+        fd = proc.stderr.fileno()
+        partial = b""
+        while True:
+            self._reader_waiting = True  # unset below only once read() returned
+            chunk = os.read(fd, 65536)
+            self._reader_waiting = False
+            if not chunk:
+                break
+            *lines, partial = (partial + chunk).split(b"\n")
             with self._cond:
-                self.stderr_lines.append(line)
-                with contextlib.suppress(ValueError):
-                    record = json.loads(line)
-                    if isinstance(record, dict):
-                        self.logs.append(record)
+                for raw in lines:
+                    line = raw.decode(errors="replace")
+                    self.stderr_lines.append(line)
+                    with contextlib.suppress(ValueError):
+                        record = json.loads(line)
+                        if isinstance(record, dict):
+                            self.logs.append(record)
                 self._cond.notify_all()
         with self._cond:
+            if partial:
+                self.stderr_lines.append(partial.decode(errors="replace"))
             self._cond.notify_all()
+
+    def _caught_up(self, timeout: float = 5.0) -> None:
+        """Return once every log byte the daemon has written so far is in :attr:`logs`.
+
+        The daemon writes a log line before the reply it belongs to, but the test reads the pipe
+        on a thread: without this, a record of a request just answered may not be there yet.
+        Caught up = nothing left unread in the pipe and the reader back in ``read()``."""
+        proc = self._proc
+        if proc is None or proc.stderr is None or self._reader is None:
+            return
+        deadline = time.monotonic() + timeout
+        while self._reader.is_alive() and time.monotonic() < deadline:
+            try:
+                unread = struct.unpack(
+                    "i", fcntl.ioctl(proc.stderr.fileno(), termios.FIONREAD, b"\0\0\0\0")
+                )[0]
+            except (OSError, ValueError):
+                return  # the pipe was closed: the reader has seen its end
+            if unread == 0 and self._reader_waiting:
+                # A read() that has just returned may still wait for the GIL to say so: give
+                # it the GIL once, then look again.
+                time.sleep(0.001)
+                if self._reader_waiting:
+                    return
+            time.sleep(0.002)
 
     def send_signal(self, sig: int) -> None:
         self.proc.send_signal(sig)
@@ -238,12 +278,14 @@ class Daemon:
                 self._cond.wait(min(left, 0.2))
 
     def events(self, event: str) -> list[dict[str, Any]]:
-        """Every log record of this run named ``event``."""
+        """Every log record of this run named ``event`` (all the daemon wrote until now)."""
+        self._caught_up()
         with self._cond:
             return [r for r in self.logs if r.get("event") == event]
 
     def log_index(self, event: str) -> int:
         """The position of the first ``event`` record among this run's records."""
+        self._caught_up()
         with self._cond:
             for i, record in enumerate(self.logs):
                 if record.get("event") == event:
