@@ -145,10 +145,11 @@ def test_close_wakes_waiting_posters_and_resize_lets_them_in() -> None:
             tg.start_soon(poster, 1)
             tg.start_soon(poster, 2)
             tg.start_soon(poster, 3)
-            await anyio.sleep(0.05)
+            # Not a sleep: under load the posters' wake-ups can take longer than any sleep.
+            await anyio.wait_all_tasks_blocked()
             assert outcomes == []
             queue.resize(3)  # room for two more: the first two waiting posters get in
-            await anyio.sleep(0.05)
+            await anyio.wait_all_tasks_blocked()
             assert outcomes == ["in 1", "in 2"]
             queue.close()
         assert outcomes == ["in 1", "in 2", "closed 3"]
