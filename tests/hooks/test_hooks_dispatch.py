@@ -424,16 +424,19 @@ def test_running_hook_names_a_handler_only_while_its_code_runs() -> None:
     from gatewayd.hooks.stats import running
 
     seen: list[tuple[str, str | None]] = []
+    suspended, resume = anyio.Event(), anyio.Event()
 
     async def watched(event: HookEvent) -> None:
         seen.append(("before await", running.hook))
-        await anyio.sleep(0.05)
+        suspended.set()
+        await resume.wait()
         seen.append(("after await", running.hook))
 
     async def main() -> None:
         async def meanwhile() -> None:
-            await anyio.sleep(0.02)
+            await suspended.wait()  # runs while the handler is suspended
             seen.append(("other task", running.hook))
+            resume.set()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(meanwhile)
