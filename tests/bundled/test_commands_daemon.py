@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from tests.support.daemon import Daemon
-from tests.support.state import write_config
+from tests.support.state import session_table, write_config
 
 from .conftest import MakeDaemon, install_recorder
 
@@ -119,9 +119,7 @@ def test_memory_file_content_and_no_overwrite(make_daemon: MakeDaemon) -> None:
         daemon.send("/status")  # a slash command (and its echo) is left out
         daemon.send("what about rollback?")
         daemon.send(f"round {round_}")
-        session_id = json.loads((daemon.state / "sessions/sessions.json").read_text())[
-            "agent:main:main"
-        ]["sessionId"]
+        session_id = session_table(daemon.state)["agent:main:main"]["sessionId"]
         daemon.send("/new", channel="telegram")
 
     day0, day = command_date(daemon, 0), command_date(daemon, 1)

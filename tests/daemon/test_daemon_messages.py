@@ -11,7 +11,7 @@ from typing import Any
 from tests.support.control import Control
 from tests.support.fixtures import StartDaemon
 from tests.support.hooks import WriteHook, recorder
-from tests.support.state import read_records, wait_until
+from tests.support.state import read_records, session_table, wait_until
 
 KEEP = (
     "from",
@@ -151,7 +151,7 @@ def test_new_and_reset_event_order_reply_and_sessions(
         ("assistant", "session:start"),
         ("assistant", "agent:bootstrap"),
     ]
-    index = json.loads((state_dir / "sessions" / "sessions.json").read_text())
+    index = session_table(state_dir)
     assert index["agent:main:main"]["sessionId"] == third_id
     assert set(index) == {"agent:main:main", "other"}
 

@@ -23,13 +23,9 @@ import pytest
 
 from tests.support.control import Control
 from tests.support.fixtures import StartDaemon
+from tests.support.state import session_table
 
 MESSAGE_KEYS = 40
-
-
-def index(state: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((state / "sessions" / "sessions.json").read_bytes())
-    return data
 
 
 def transcript_lines(path: Path) -> list[dict[str, Any]]:
@@ -80,11 +76,11 @@ def test_sessions_json_survives_a_nearly_full_disk(
     with daemon.control() as control:
         for i in range(MESSAGE_KEYS):
             control.ok("message", sessionKey=f"user:{i:03d}", text="hi")
-        assert len(index(state_dir)) == MESSAGE_KEYS
+        assert len(session_table(state_dir)) == MESSAGE_KEYS
         filler = fill(small_disk, leave=4096)  # one page: less than the table takes
         for i in range(MESSAGE_KEYS, MESSAGE_KEYS + 10):
             control.ok("message", sessionKey=f"user:{i:03d}", text="on a full disk")
-            assert len(index(state_dir)) >= MESSAGE_KEYS  # always whole, never torn
+            assert len(session_table(state_dir)) >= MESSAGE_KEYS  # always whole, never torn
         assert daemon.events("sessions.compact_failed") or daemon.events("sessions.index_failed")
         filler.unlink()
         control.ok("message", sessionKey="user:after", text="space again")
@@ -94,7 +90,7 @@ def test_sessions_json_survives_a_nearly_full_disk(
     daemon = start_daemon()
     with daemon.control() as control:
         assert control.ok("status")["status"]["sessions"] == MESSAGE_KEYS + 11
-    table = index(state_dir)
+    table = session_table(state_dir)
     assert {f"user:{i:03d}" for i in range(MESSAGE_KEYS + 10)} | {"user:after"} == set(table)
     assert daemon.stop() == 0
 
@@ -106,7 +102,7 @@ def test_a_torn_transcript_line_is_cut_off_before_the_next_append(
     with daemon.control() as control:
         control.ok("message", sessionKey="a", text="one")
     assert daemon.stop() == 0
-    transcript = Path(index(state_dir)["a"]["sessionFile"])
+    transcript = Path(session_table(state_dir)["a"]["sessionFile"])
     with transcript.open("ab") as f:  # what a daemon killed in the middle of a write leaves
         f.write(b'{"role": "user", "content": "half a li')
 
@@ -167,7 +163,7 @@ def test_a_torn_journal_line_is_skipped_and_the_rest_kept(
     with daemon.control() as control:
         assert control.ok("status")["status"]["sessions"] == 1
     assert daemon.wait_log("sessions.journal_line_skipped")["line"] == 2
-    assert set(index(state_dir)) == {"kept"}
+    assert set(session_table(state_dir)) == {"kept"}
     assert daemon.stop() == 0
 
 
@@ -194,7 +190,7 @@ def test_keys_utf8_cannot_encode_never_break_the_table(
     daemon = start_daemon()
     with daemon.control() as control:
         assert control.ok("status")["status"]["sessions"] == 2
-    table = index(state_dir)
+    table = session_table(state_dir)
     assert set(table) == {"odd", "plain"}
     lines = transcript_lines(Path(table["odd"]["sessionFile"]))
     assert lines[0]["content"] == "hi \udfff"
@@ -227,7 +223,7 @@ def test_session_ids_that_point_outside_sessions_are_refused(
     assert not (sessions / "a").exists()
     assert transcript_lines(sessions / "abcd1234.jsonl")[0]["content"] == "hi"
     for key in ("evil", "slash"):
-        assert Path(index(state_dir)[key]["sessionFile"]).parent == sessions
+        assert Path(session_table(state_dir)[key]["sessionFile"]).parent == sessions
     assert daemon.stop() == 0
 
 
@@ -239,7 +235,7 @@ def test_transcripts_rotate_at_the_configured_size(
         for i in range(12):
             control.ok("message", sessionKey="r", text=f"message number {i:02d}")
     assert daemon.stop() == 0
-    current = Path(index(state_dir)["r"]["sessionFile"])
+    current = Path(session_table(state_dir)["r"]["sessionFile"])
     files = sorted(p.name for p in current.parent.glob(f"{current.name}*"))
     assert files == [current.name, f"{current.name}.1", f"{current.name}.2"]
     for name in files:

@@ -18,6 +18,7 @@ from gatewayd.sessions import (
     message,
 )
 from tests.support.fixtures import StartDaemon
+from tests.support.state import session_table
 
 
 def contents(path: Path) -> list[Any]:
@@ -110,8 +111,7 @@ def test_a_transcript_moved_away_under_a_running_daemon_gets_the_next_message(
     daemon = start_daemon()
     with daemon.control() as control:
         control.ok("message", sessionKey="a", text="one")
-        table = json.loads((state_dir / "sessions" / "sessions.json").read_bytes())
-        path = Path(table["a"]["sessionFile"])
+        path = Path(session_table(state_dir)["a"]["sessionFile"])
         path.rename(path.with_name("kept.jsonl"))
         control.ok("message", sessionKey="a", text="two")
         path.unlink(missing_ok=True)  # removed this time

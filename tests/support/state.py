@@ -50,6 +50,12 @@ def write_config(state: Path, config: Mapping[str, Any]) -> Path:
     return path
 
 
+def session_table(state: Path) -> dict[str, Any]:
+    """The daemon's session table as it is on disk (``<state>/sessions/sessions.json``)."""
+    table: dict[str, Any] = json.loads((state / "sessions" / "sessions.json").read_bytes())
+    return table
+
+
 def read_records(state: Path, file: str = "record.jsonl") -> list[dict[str, Any]]:
     """The JSON lines of ``state/file`` (empty when it does not exist yet)."""
     path = state / file
