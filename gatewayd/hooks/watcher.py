@@ -53,6 +53,7 @@ from anyio.abc import ObjectReceiveStream, TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
 from gatewayd import eager
+from gatewayd.atomic import read_regular
 from gatewayd.hooks.discovery import hook_roots, subagents_dirs
 from gatewayd.hooks.spec import LoadSpec
 from gatewayd.paths import bundled_hooks_is_checkout
@@ -69,6 +70,8 @@ MAX_COALESCE_S = 1.0
 """A continuous stream of changes still reloads at least this often."""
 RECENT_S = 3.0
 """In polling mode, files modified this recently are content-hashed, not only stat-ed."""
+MAX_HASHED_BYTES = 16 << 20
+"""A recent file larger than this is compared by mtime and size only."""
 WATCH_STEP_MS = 5
 ADDED = 1
 """``watchfiles.Change.added`` (an IntEnum), without importing watchfiles to compare with it."""
@@ -509,10 +512,14 @@ def snapshot(targets: Iterable[Path]) -> Snapshot:
     def visit(path: Path, st: os.stat_result) -> None:
         digest = ""
         if st.st_mtime >= recent:
+            # A symlink's own times are the ones stat-ed, but reading follows it: to a FIFO
+            # that would wait for a writer forever, to /dev/zero read until memory ran out.
             try:
-                digest = hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
-            except OSError:
+                data = read_regular(path, MAX_HASHED_BYTES)
+            except OSError:  # NotRegularFile included
                 digest = "?"
+            else:
+                digest = hashlib.blake2b(data, digest_size=16).hexdigest()
         result[path] = (st.st_mtime_ns, st.st_size, digest)
 
     def walk(directory: Path) -> None:

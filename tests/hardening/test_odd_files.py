@@ -7,6 +7,7 @@ aliases expand to billions of nodes, and a hook whose import never returns.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -139,3 +140,36 @@ def test_a_hook_whose_import_blocks_is_bounded(
         assert control.ok("reload")["result"]["failed"]
         assert control.ok("ping")["pong"] is True
     assert daemon.stop() == 0
+
+
+def test_a_link_to_a_fifo_under_a_watched_root_does_not_stall_live_reload(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    """The watcher hashes recently modified files; a fresh symlink to a FIFO was read through
+    (waiting for a writer forever): every later reload was lost and the stop hung on the
+    blocked thread. A link to ``/dev/zero`` was read until memory ran out."""
+    hooks = state_dir / "hooks"
+    handler = "async def handler(event):\n    event.messages.append({!r})\n"
+    write_hook(hooks, "greet", events=["command:hello"], handler=handler.format("v1"))
+    pipe = state_dir / "pipe"
+    os.mkfifo(pipe)
+    daemon = start_daemon(watch=True)
+
+    def answer() -> list[str]:
+        with daemon.control() as control:
+            return list(control.ok("message", sessionKey="s", text="/hello")["messages"])
+
+    assert answer() == ["v1"]
+    try:
+        # A new directory rebuilds the watches, which snapshots the roots.
+        (hooks / "notes").mkdir()
+        (hooks / "notes" / "pipe").symlink_to(pipe)
+        assert wait_until(
+            lambda: len(daemon.events("watch.started")) >= 2, timeout=30, what="new watches"
+        )
+        (hooks / "greet" / "handler.py").write_text(handler.format("v2"))
+        assert wait_until(lambda: answer() == ["v2"], timeout=30, what="the edit reloaded")
+        assert daemon.stop() == 0
+    finally:  # before the fix: a writer that opens and closes ends the blocked read
+        with contextlib.suppress(OSError):
+            os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
