@@ -11,7 +11,8 @@ Where lines go and how they look:
   the syslog priority ``<N>`` (``<3>`` error, ``<4>`` warning, ``<6>`` info, ``<7>`` debug; on
   each line of a multi-line one), so ``journalctl -p err`` finds the errors;
 * optionally a file too (``gateway.log.file``), always JSON, rotated by size
-  (``logging.handlers.RotatingFileHandler``).
+  (``logging.handlers.RotatingFileHandler``); one that cannot be opened is logged
+  (``log.file_failed``, with the fix) and left out, never raised: the path is the user's.
 
 Two rules keep the log from being a way in or a way down:
 
@@ -202,6 +203,7 @@ def _file_sink(log_file: LogFile | None) -> _FileSink | None:
             _file_handler = None
         if log_file is None:
             return None
+        # OSError (the parent is a file, no permission, the path is a directory) passes up.
         log_file.path.parent.mkdir(parents=True, exist_ok=True)
         handler = _QuietRotatingFileHandler(
             log_file.path,
@@ -250,7 +252,12 @@ def configure_logging(
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
-    if (sink := _file_sink(log_file)) is not None:
+    file_error: OSError | None = None
+    try:
+        sink = _file_sink(log_file)
+    except OSError as exc:  # a path a user can set: never a reason to stop (or not start)
+        file_error, sink = exc, None
+    if sink is not None:
         processors.append(sink)
     if not use_console:
         processors.append(_NO_LOCALS)
@@ -262,3 +269,11 @@ def configure_logging(
         logger_factory=SafeLoggerFactory(stream),
         cache_logger_on_first_use=False,
     )
+    if file_error is not None and log_file is not None:
+        structlog.get_logger("gatewayd.log").error(
+            "log.file_failed",
+            path=str(log_file.path),
+            error=f"{type(file_error).__name__}: {file_error.strerror or file_error}",
+            fix="point gateway.log.file at a file whose directory gatewayd can create and "
+            "write, then reload; until then lines go to stderr only",
+        )

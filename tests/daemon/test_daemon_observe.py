@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +137,37 @@ def test_log_file_gets_json_lines_and_rotates(
     ]
     assert {r["event"] for r in records} >= {"hook.error", "gateway.shutdown"}
     assert all(r["level"] in ("debug", "info", "warning", "error") for r in records)
+
+
+def test_a_log_file_that_cannot_be_opened_is_reported_and_the_daemon_runs_on(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    """``gateway.log.file`` under a path that is a regular file: at start and on a reload
+    (SIGHUP, which ran in the root task group: the OSError ended the daemon) the error is
+    logged with the fix, lines go to stderr only, and the rest of the config applies."""
+    (state_dir / "notadir").write_text("a file, not a directory\n")
+    write_hook(state_dir / "hooks", "greet", events=["command:hello"])
+    bad = {"gateway": {"log": {"file": "notadir/gatewayd.log"}}}
+    daemon = start_daemon(bad)
+    failed = daemon.wait_log("log.file_failed")
+    assert failed["path"] == str(state_dir / "notadir" / "gatewayd.log"), failed
+    assert "gateway.log.file" in failed["fix"]
+
+    config = state_dir / "gatewayd.yaml"
+    config.write_text(json.dumps({"gateway": {"log": {"file": "logs/gatewayd.log"}}}))
+    daemon.send_signal(signal.SIGHUP)
+    assert wait_until(lambda: (state_dir / "logs" / "gatewayd.log").exists(), what="log file")
+    config.write_text(json.dumps({**bad, "hooks": {"entries": {"greet": {"enabled": False}}}}))
+    daemon.send_signal(signal.SIGHUP)
+
+    def reloaded() -> dict[str, Any] | None:
+        with daemon.control() as control:
+            status = control.ok("status")["status"]
+        return status if status["reloads"] == 2 else None
+
+    status = wait_until(reloaded, what="the second reload")
+    assert status["last_reload"]["result"] == "ok", status["last_reload"]
+    assert len(daemon.events("log.file_failed")) == 2
+    with daemon.control() as control:  # the hook disabled in the same edit
+        assert control.ok("message", sessionKey="s", text="/hello")["messages"] == []
+    assert daemon.stop() == 0
