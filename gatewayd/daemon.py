@@ -57,6 +57,7 @@ from gatewayd.hooks.loader import (
 )
 from gatewayd.hooks.node import NodeRuntime
 from gatewayd.hooks.node.loading import load_node_hooks
+from gatewayd.hooks.node.runtime import Generation
 from gatewayd.hooks.registry import HookRegistry, cause_chain, code_hooks
 from gatewayd.hooks.schema import spec_for
 from gatewayd.hooks.stats import bind_loop_thread
@@ -633,20 +634,22 @@ class Gateway:
                 outcome, errors = "failed", [f"{type(exc).__name__}: {exc}"]
                 log.exception("reload.failed", trigger=trigger, error=errors[0])
             else:
-                self._apply_config(config)
-                result.apply(self.registry, config.load_spec())
-                self.node.activate(generation)
-                self._set_retry_policy(result, config)
-                changes = load_changes(
-                    self._records(),
-                    result.records,
-                    self._prints,
-                    prints,
-                    (str(p) for p in files),
-                )
-                self._load, self._prints = result, prints
-                outcome = "partial" if result.failed else "ok"
-                summary = {**result.summary(), "statuses": _statuses(result.records)}
+                try:
+                    changes = self._apply_load(config, result, generation, prints, files)
+                except Exception as exc:
+                    # A bug: the new config and hooks may be in place only in part. Said so,
+                    # with the traceback; the daemon runs on (what it was built to do).
+                    outcome, errors = "failed", [f"{type(exc).__name__}: {exc}"]
+                    log.exception(
+                        "reload.apply_failed",
+                        trigger=trigger,
+                        error=errors[0],
+                        fix="a bug in gatewayd (please report it with this line): the new "
+                        "config may be applied only in part; restart gatewayd to be sure",
+                    )
+                else:
+                    outcome = "partial" if result.failed else "ok"
+                    summary = {**result.summary(), "statuses": _statuses(result.records)}
             if early is not None:
                 await self.node.discard(early)
             record: dict[str, Any] = {
@@ -665,6 +668,25 @@ class Gateway:
             (log.info if outcome == "ok" else log.warning)("reload.done", **record)
             self.notifier.ready(self._status_line())
             return {**record, "summary": summary, "errors": errors}
+
+    def _apply_load(
+        self,
+        config: Config,
+        result: LoadResult,
+        generation: Generation | None,
+        prints: dict[str, Fingerprint],
+        files: frozenset[Path],
+    ) -> dict[str, Any]:
+        """Put a reload's config and hooks in place; returns its ``changes``."""
+        self._apply_config(config)
+        result.apply(self.registry, config.load_spec())
+        self.node.activate(generation)
+        self._set_retry_policy(result, config)
+        changes = load_changes(
+            self._records(), result.records, self._prints, prints, (str(p) for p in files)
+        )
+        self._load, self._prints = result, prints
+        return changes
 
     def _hook_files_only(self, trigger: str, files: frozenset[Path]) -> bool:
         """Whether this reload is the watcher's, for hook files only: then the JS/TS hooks are

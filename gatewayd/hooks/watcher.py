@@ -459,7 +459,7 @@ class HookWatcher:
             try:
                 await self._on_change(frozenset(paths))
             except Exception as exc:  # a failed reload must not stop the watching
-                log.error("watch.reload_failed", error=f"{type(exc).__name__}: {exc}")
+                log.exception("watch.reload_failed", error=f"{type(exc).__name__}: {exc}")
 
 
 Changes = set[tuple[Any, str]]
