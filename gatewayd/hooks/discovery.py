@@ -159,8 +159,22 @@ class Discovery:
     roots: list[HookRoot]
     hooks: list[FoundHook]
     rejected_roots: list[str] = field(default_factory=list)
+    """Why each refused root was left out: an extraDir outside the state dir, a root (or a
+    ``subagents`` dir) that exists but cannot be listed."""
     not_hooks: list[str] = field(default_factory=list)
     """``path: reason`` for each code file in a root that is not a single-file hook."""
+
+
+class UnreadableRoot(Exception):
+    """A hook root that exists but cannot be listed (a symlink loop, no permission, EIO);
+    the message says which, and what to do."""
+
+
+def _unreadable(path: Path, exc: OSError) -> str:
+    return (
+        f"{path}: cannot be listed ({exc.strerror or exc}); its hooks are not loaded until "
+        "it can be (fix its permissions, or the symlink it is)"
+    )
 
 
 def hook_roots(spec: LoadSpec) -> tuple[list[HookRoot], list[str]]:
@@ -185,11 +199,11 @@ def hook_roots(spec: LoadSpec) -> tuple[list[HookRoot], list[str]]:
     agents = spec.agents
     default = agents.default
     roots.append(HookRoot.at("workspace", spec.workspace_hooks, default))
-    roots.extend(_subagent_roots(spec.workspace_dir, default))
+    roots.extend(_subagent_roots(spec.workspace_dir, default, rejected))
     for agent in sorted(a for a in agents.workspaces if a != default):
         workspace = agents.workspaces[agent]
         roots.append(HookRoot.at("workspace", workspace / "hooks", agent, qualifier=agent))
-        roots.extend(_subagent_roots(workspace, agent))
+        roots.extend(_subagent_roots(workspace, agent, rejected))
     return roots, rejected
 
 
@@ -200,12 +214,16 @@ def subagents_dirs(spec: LoadSpec) -> list[Path]:
     return [workspace / SUBAGENTS_DIR for workspace in workspaces]
 
 
-def _subagent_roots(workspace: Path, agent: str) -> list[HookRoot]:
-    """``<workspace>/subagents/<subId>/hooks`` of each subagent that has one, sorted."""
+def _subagent_roots(workspace: Path, agent: str, rejected: list[str]) -> list[HookRoot]:
+    """``<workspace>/subagents/<subId>/hooks`` of each subagent that has one, sorted; why the
+    ``subagents`` dir cannot be read, when it exists and cannot, goes to ``rejected``."""
     base = workspace / SUBAGENTS_DIR
     try:
         names = sorted(os.listdir(base))
     except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:
+        rejected.append(_unreadable(base, exc))
         return []
     roots = []
     for sub in names:
@@ -250,12 +268,15 @@ def find_handler(hook_dir: Path) -> tuple[Path | None, bool, str | None]:
 
 
 def _entries(root: HookRoot) -> Iterator[tuple[str, str]]:
-    """``(name, manifest file name)`` of each hook directory in ``root``, sorted by name."""
+    """``(name, manifest file name)`` of each hook directory in ``root``, sorted by name.
+    Raises :class:`UnreadableRoot` for a root that exists but cannot be listed."""
     try:
         with os.scandir(root.path) as listing:
             entries = sorted(listing, key=lambda entry: entry.name)
     except (FileNotFoundError, NotADirectoryError):
         return
+    except OSError as exc:
+        raise UnreadableRoot(_unreadable(root.path, exc)) from exc
     for entry in entries:
         name = entry.name
         if name.startswith(".") or name == "__pycache__":
@@ -324,7 +345,12 @@ def discover(spec: LoadSpec, manifests: ManifestCache | None = None) -> Discover
     winner: dict[str, FoundHook] = {}
     for root in roots:
         in_root: dict[str, FoundHook] = {}
-        for hook in scan(root, manifests, not_hooks):
+        try:
+            found = scan(root, manifests, not_hooks)
+        except UnreadableRoot as exc:  # was an OSError out of every load, the first included
+            rejected.append(str(exc))
+            continue
+        for hook in found:
             hooks.append(hook)
             first = in_root.get(hook.name)
             if first is not None:

@@ -155,7 +155,8 @@ class LoadResult:
     handlers: list[tuple[Handler, list[str]]]
     """Ready file hooks and their event keys, in load order (for ``set_file_hooks``)."""
     rejected_roots: list[str] = field(default_factory=list)
-    """``hooks.load.extraDirs`` entries refused because they resolve outside the state dir."""
+    """Roots left out, with why: ``hooks.load.extraDirs`` entries that resolve outside the state
+    dir, roots (and ``subagents`` dirs) that exist but cannot be listed."""
     not_hooks: list[str] = field(default_factory=list)
     """``path: reason`` for each code file in a root that is not a single-file hook."""
     node_binary: NodeBinary | None = None

@@ -173,3 +173,31 @@ def test_a_link_to_a_fifo_under_a_watched_root_does_not_stall_live_reload(
     finally:  # before the fix: a writer that opens and closes ends the blocked read
         with contextlib.suppress(OSError):
             os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def test_a_hook_root_that_cannot_be_listed_is_rejected_not_fatal(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    """The managed hooks dir and a ``subagents`` dir that are symlink loops (ELOOP, as EACCES
+    or EIO would be): the OSError left every load, so ``gatewayd run`` exited at start. Now
+    each is a rejected root, logged with the fix; the other roots load, and once the root is a
+    directory again its hooks load live."""
+    hooks = state_dir / "hooks"
+    hooks.symlink_to(hooks)
+    workspace = state_dir / "workspace"
+    write_hook(workspace / "hooks", "ws", events=["command:ws"])
+    (workspace / "subagents").symlink_to(workspace / "subagents")
+    daemon = start_daemon(watch=True)
+    reasons = [r["reason"] for r in daemon.events("hooks.root_rejected")]
+    assert any(r.startswith(f"{hooks}: cannot be listed") for r in reasons), reasons
+    assert any(r.startswith(f"{workspace / 'subagents'}: cannot be") for r in reasons), reasons
+
+    def answer(text: str) -> list[str]:
+        with daemon.control() as control:
+            return list(control.ok("message", sessionKey="s", text=text)["messages"])
+
+    assert answer("/ws") == ["ws"]
+    hooks.unlink()
+    write_hook(hooks, "back", events=["command:back"])
+    assert wait_until(lambda: answer("/back") == ["back"], timeout=30, what="the root loaded")
+    assert daemon.stop() == 0
