@@ -522,23 +522,27 @@ def snapshot(targets: Iterable[Path]) -> Snapshot:
                 digest = hashlib.blake2b(data, digest_size=16).hexdigest()
         result[path] = (st.st_mtime_ns, st.st_size, digest)
 
-    def walk(directory: Path) -> None:
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            return
-        for entry in entries:
-            if is_noise(entry.name):
-                continue
+    def walk(top: Path) -> None:
+        # A stack, not recursion: a tree deeper than the recursion limit (1000) is a user's
+        # to make, and a RecursionError here ended the daemon.
+        pending = [top]
+        while pending:
             try:
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in IGNORED_DIRS:
-                        result[Path(entry.path)] = (0, 0, "dir")
-                        walk(Path(entry.path))
-                elif entry.is_file(follow_symlinks=False) or entry.is_symlink():
-                    visit(Path(entry.path), entry.stat(follow_symlinks=False))
+                entries = list(os.scandir(pending.pop()))
             except OSError:
                 continue
+            for entry in entries:
+                if is_noise(entry.name):
+                    continue
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.name not in IGNORED_DIRS:
+                            result[Path(entry.path)] = (0, 0, "dir")
+                            pending.append(Path(entry.path))
+                    elif entry.is_file(follow_symlinks=False) or entry.is_symlink():
+                        visit(Path(entry.path), entry.stat(follow_symlinks=False))
+                except OSError:
+                    continue
 
     for target in targets:
         try:

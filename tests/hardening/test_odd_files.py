@@ -201,3 +201,44 @@ def test_a_hook_root_that_cannot_be_listed_is_rejected_not_fatal(
     write_hook(hooks, "back", events=["command:back"])
     assert wait_until(lambda: answer("/back") == ["back"], timeout=30, what="the root loaded")
     assert daemon.stop() == 0
+
+
+def test_a_tree_deeper_than_the_recursion_limit_under_a_watched_root(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    """The watcher's snapshot of the roots recursed per directory: 1200 nested directories
+    under the hooks dir raised RecursionError at start (the daemon exited) and from every
+    later snapshot. Now the tree is watched like any other, and an edit deep in it reloads."""
+    hooks = state_dir / "hooks"
+    write_hook(hooks, "greet", events=["command:hello"])
+    deep = os.open(hooks, os.O_RDONLY)
+    try:  # relative to a descriptor: the full path is longer than the shell would like
+        for _ in range(1200):
+            os.mkdir("d", dir_fd=deep)
+            inner = os.open("d", os.O_RDONLY, dir_fd=deep)
+            os.close(deep)
+            deep = inner
+        daemon = start_daemon(watch=True)
+        daemon.wait_log("watch.started")
+        reloads = len(daemon.events("reload.done"))
+        os.close(os.open("note.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=deep))
+        assert wait_until(lambda: len(daemon.events("reload.done")) > reloads, what="a reload")
+        with daemon.control() as control:
+            assert control.ok("message", sessionKey="s", text="/hello")["messages"] == ["greet"]
+        assert daemon.stop() == 0
+    finally:
+        os.close(deep)
+        _lift_away(hooks / "d")
+
+
+def _lift_away(top: Path) -> None:
+    """Remove a chain of nested ``top/d/d/...`` a level at a time (shutil.rmtree, the state
+    dir's teardown, recurses too)."""
+    lifted = top.with_name("lifted")
+    while top.exists():
+        if (top / "d").exists():
+            (top / "d").rename(lifted)
+        (top / "note.txt").unlink(missing_ok=True)
+        top.rmdir()
+        if lifted.exists():
+            lifted.rename(top)
