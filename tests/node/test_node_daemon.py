@@ -328,3 +328,48 @@ def test_a_js_hook_reads_its_own_entry_from_cfg_as_openclaw_hooks_do(
     # Its own settings whole; another hook's cut to enabled/timeoutMs; each call its own view.
     assert send(daemon, "/hello") == ['mint {"enabled":true,"timeoutMs":9000}', "object"]
     assert send(daemon, "/hello") == ['mint {"enabled":true,"timeoutMs":9000}', "object"]
+
+
+LEAKER = """
+import os
+
+held: list[int] = []
+
+def handler(event):
+    if event.action == "leak":  # every descriptor the process may still open
+        try:
+            while True:
+                held.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            pass
+    else:
+        while held:
+            os.close(held.pop())
+    event.messages.append(f"held {len(held)}")
+"""
+
+
+def test_a_worker_restart_without_descriptors_left_is_retried_not_fatal(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: Any
+) -> None:
+    """A Python hook that leaks every descriptor, then a JS hook's worker that exits: its
+    restart could not even make a socketpair, and that OSError (not a WorkerGone) left the Node
+    supervision task and ended the daemon. Now it is a failed restart, retried with backoff,
+    which succeeds once descriptors are free again."""
+    hooks = state_dir / "hooks"
+    write_hook(hooks, "leaker", events=["command:leak", "command:free"], handler=LEAKER)
+    write_js_hook(
+        hooks,
+        "crasher",
+        {"handler.js": "export default (e) => { if (e.action === 'crash') process.exit(7); };"},
+        events=["command:crash"],
+    )
+    daemon = start_daemon(prefix=["sh", "-c", 'ulimit -n 256; exec "$@"', "sh"])
+    with daemon.control() as ctl:  # one connection throughout: accept() fails meanwhile
+        assert ctl.ok("message", sessionKey="s", text="/leak")["messages"][0] != "held 0"
+        ctl.ok("message", sessionKey="s", text="/crash")
+        failed = daemon.wait_log("node.restart_failed", timeout=30)
+        assert "Too many open files" in failed["reason"], failed
+        assert ctl.ok("message", sessionKey="s", text="/free")["messages"] == ["held 0"]
+    daemon.wait_log("node.worker_restarted", timeout=60)
+    assert daemon.stop() == 0

@@ -129,7 +129,11 @@ class NodeWorker:
         """Start the worker, report started once it is ready, return once it has exited."""
         loop = asyncio.get_running_loop()
         self._ready = loop.create_future()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        except OSError as exc:  # EMFILE: a hook in this process holds every descriptor
+            self.exit_reason = f"could not start {self.binary.label}: {exc}"
+            raise WorkerGone(self.exit_reason) from None
         try:
             try:
                 process = await anyio.open_process(
