@@ -6,7 +6,9 @@ reads the gateway's own counters at scrape time, so the dispatch path does nothi
 metrics. ``GET /metrics`` is served by a small HTTP/1.0 responder on the event loop (one
 request per connection), which gives the collector a consistent view: nothing changes while it
 reads. Anything else gets 404; a request head over :data:`MAX_HEAD` bytes or slower than
-:data:`READ_TIMEOUT_S` is dropped.
+:data:`READ_TIMEOUT_S` is dropped. Nothing a scraper or the process's limits do ends the
+daemon: a failed ``accept()`` (EMFILE) is logged once and retried with backoff, and a scrape
+that fails is logged with its traceback and answered 500.
 
 Families (all prefixed ``gatewayd_``): ``events_total{type}``, ``queue_depth``,
 ``queue_capacity``, ``queue_refused_total`` (refused with ``queue_full``: their session stayed
@@ -42,6 +44,8 @@ log = structlog.get_logger("gatewayd.metrics")
 
 MAX_HEAD = 8192
 READ_TIMEOUT_S = 5.0
+ACCEPT_BACKOFF_S = (0.05, 1.0)
+"""The first and the longest pause after a failed ``accept()`` (doubling in between)."""
 
 
 class MetricsSource(Protocol):
@@ -168,10 +172,50 @@ class MetricsServer:
         self.address = f"{self.host}:{port}"
         log.info("metrics.listening", address=self.address, path="/metrics")
         task_status.started()
-        async with listener:
-            await listener.serve(self._answer)
+        # Not listener.serve(): an accept() error (EMFILE) would leave it, and the daemon.
+        async with listener, anyio.create_task_group() as scrapes:
+            for one in listener.listeners:
+                assert isinstance(one, anyio.abc.SocketListener)  # create_tcp_listener's
+                scrapes.start_soon(self._accept_loop, one, scrapes)
+
+    async def _accept_loop(
+        self, listener: anyio.abc.SocketListener, scrapes: anyio.abc.TaskGroup
+    ) -> None:
+        first, longest = ACCEPT_BACKOFF_S
+        backoff = first
+        failing = False
+        while True:
+            try:
+                stream = await listener.accept()
+            except (OSError, anyio.BrokenResourceError) as exc:
+                cause = exc.__cause__ if isinstance(exc, anyio.BrokenResourceError) else exc
+                if not failing:  # once per episode
+                    failing = True
+                    log.error(
+                        "metrics.accept_failed",
+                        address=self.address,
+                        error=str(cause or exc),
+                        fix="out of file descriptors? raise LimitNOFILE (ulimit -n) or find "
+                        "the hook that leaks them; scrapes are retried meanwhile",
+                    )
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, longest)
+                continue
+            if failing:
+                failing, backoff = False, first
+                log.info("metrics.accept_recovered", address=self.address)
+            scrapes.start_soon(self._answer, stream)
 
     async def _answer(self, stream: SocketStream) -> None:
+        try:
+            await self._answer_one(stream)
+        except Exception as exc:  # a bug in a collector: this scrape fails, never the daemon
+            log.exception("metrics.scrape_failed", error=f"{type(exc).__name__}: {exc}")
+            with anyio.move_on_after(1), contextlib.suppress(Exception):
+                await stream.send(_response(500, "text/plain", b"scrape failed; see the log\n"))
+                await stream.aclose()
+
+    async def _answer_one(self, stream: SocketStream) -> None:
         async with stream:
             with contextlib.suppress(anyio.BrokenResourceError, anyio.EndOfStream, OSError):
                 head = b""
@@ -191,7 +235,7 @@ class MetricsServer:
 
 
 def _response(code: int, content_type: str, body: bytes) -> bytes:
-    reason = {200: "OK", 404: "Not Found"}[code]
+    reason = {200: "OK", 404: "Not Found", 500: "Internal Server Error"}[code]
     head = (
         f"HTTP/1.0 {code} {reason}\r\nContent-Type: {content_type}\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"

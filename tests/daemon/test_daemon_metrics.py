@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -12,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from tests.support.fixtures import StartDaemon
-from tests.support.hooks import WriteHook
+from tests.support.hooks import FD_LEAKER, WriteHook
 
 FLAKY = """
 import asyncio
@@ -107,3 +108,32 @@ def test_metrics_are_off_by_default_and_a_busy_port_is_not_fatal(
         with daemon.control() as control:
             assert control.ok("ping")["pong"] is True
         assert daemon.stop() == 0
+
+
+def test_a_scrape_while_no_descriptor_is_left_is_retried_not_fatal(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    """A Python hook that leaks every descriptor, then a scrape: accept() failed with EMFILE,
+    and the listener's serve() (anyio's, with no error handling) ended the daemon. Now the
+    failure is logged once with the fix, accepting is retried with backoff, and the waiting
+    scrape is answered once descriptors are free."""
+    write_hook(
+        state_dir / "hooks", "leaker", events=["command:leak", "command:free"], handler=FD_LEAKER
+    )
+    daemon = start_daemon(
+        {"gateway": {"metrics": {"listen": "127.0.0.1:0"}}},
+        prefix=["sh", "-c", 'ulimit -n 256; exec "$@"', "sh"],
+    )
+    address = daemon.wait_log("metrics.listening")["address"]
+    scraped: list[dict[str, list[Sample]]] = []
+    with daemon.control() as ctl:  # one connection throughout: accept() fails meanwhile
+        assert ctl.ok("message", sessionKey="s", text="/leak")["messages"][0] != "held 0"
+        scraper = threading.Thread(target=lambda: scraped.append(_scrape(address)))
+        scraper.start()
+        failed = daemon.wait_log("metrics.accept_failed", timeout=30)
+        assert "Too many open files" in failed["error"] and "fix" in failed, failed
+        assert ctl.ok("message", sessionKey="s", text="/free")["messages"] == ["held 0"]
+    scraper.join(timeout=60)
+    assert scraped and "gatewayd_queue_depth" in scraped[0], scraped
+    daemon.wait_log("metrics.accept_recovered")
+    assert daemon.stop() == 0

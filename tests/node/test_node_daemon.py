@@ -25,6 +25,7 @@ from tests.node.node_support import (
 from tests.support.cli import gatewayd
 from tests.support.daemon import Daemon
 from tests.support.fixtures import StartDaemon
+from tests.support.hooks import FD_LEAKER
 from tests.support.state import wait_until
 
 needs_wheel = pytest.mark.skipif(WHEEL_NODE is None, reason="needs the gatewayd[node] extra")
@@ -330,25 +331,6 @@ def test_a_js_hook_reads_its_own_entry_from_cfg_as_openclaw_hooks_do(
     assert send(daemon, "/hello") == ['mint {"enabled":true,"timeoutMs":9000}', "object"]
 
 
-LEAKER = """
-import os
-
-held: list[int] = []
-
-def handler(event):
-    if event.action == "leak":  # every descriptor the process may still open
-        try:
-            while True:
-                held.append(os.open("/dev/null", os.O_RDONLY))
-        except OSError:
-            pass
-    else:
-        while held:
-            os.close(held.pop())
-    event.messages.append(f"held {len(held)}")
-"""
-
-
 def test_a_worker_restart_without_descriptors_left_is_retried_not_fatal(
     start_daemon: StartDaemon, state_dir: Path, write_hook: Any
 ) -> None:
@@ -357,7 +339,7 @@ def test_a_worker_restart_without_descriptors_left_is_retried_not_fatal(
     supervision task and ended the daemon. Now it is a failed restart, retried with backoff,
     which succeeds once descriptors are free again."""
     hooks = state_dir / "hooks"
-    write_hook(hooks, "leaker", events=["command:leak", "command:free"], handler=LEAKER)
+    write_hook(hooks, "leaker", events=["command:leak", "command:free"], handler=FD_LEAKER)
     write_js_hook(
         hooks,
         "crasher",

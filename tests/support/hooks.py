@@ -157,3 +157,25 @@ def load_bundled_hook(name: str) -> types.ModuleType:
     importer = _importer()
     package = package_name(importer.root, name, directory, "bundled")
     return importer.load(package, directory, "handler.py", allow_links=True)
+
+
+FD_LEAKER = """
+import os
+
+held: list[int] = []
+
+def handler(event):
+    if event.action == "leak":  # every descriptor the process may still open
+        try:
+            while True:
+                held.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            pass
+    else:
+        while held:
+            os.close(held.pop())
+    event.messages.append(f"held {len(held)}")
+"""
+"""A Python hook for ``command:leak`` (open descriptors until none is left: EMFILE for every
+later open, socket and accept in the daemon) and ``command:free`` (close them); it replies
+``held N``. Run the daemon under a low ``ulimit -n`` (``prefix``)."""
