@@ -897,8 +897,18 @@ class Gateway:
             "gateway", "startup", "gateway:startup", {**self._base, "gateway": self.handle}
         )
         try:
-            await self.queue.post(event)
+            # follows: the per-session bound is not for the gateway's own once-a-run event. A
+            # client may post to the session "gateway:startup" too, and with that session full
+            # the QueueFull ended the daemon from its root task group.
+            await self.queue.post(event, follows=True)
         except QueueClosed:
+            return
+        except JournalError as exc:
+            log.error(
+                "gateway.startup_not_posted",
+                error=str(exc),
+                note="gateway:startup was not accepted: its hooks do not run in this run",
+            )
             return
         log.info("gateway.startup_posted", delay_ms=round(delay_s * 1000))
 

@@ -75,6 +75,32 @@ def test_start_order_and_startup_delay(
     assert daemon.stop() == 0
 
 
+def test_a_client_filling_the_startup_session_does_not_end_the_daemon(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    """A client may post to the session ``gateway:startup`` too. With that session full when
+    the gateway posted its own event, the QueueFull (after ``perSessionWaitMs``) left the
+    startup task and ended the daemon. The gateway's event is not held by the per-session
+    bound: it is accepted and its hooks run once the session's slow events are done."""
+    hooks = state_dir / "hooks"
+    write_hook(
+        hooks, "slow", events=["command:slow"], handler=recorder(before="await asyncio.sleep(1)")
+    )
+    write_hook(hooks, "startup-probe", events=["gateway:startup"], handler=recorder())
+    queue = {"perSessionMax": 1, "perSessionWaitMs": 100}
+    daemon = start_daemon({"gateway": {"startupHookDelayMs": 500, "queue": queue}})
+    with daemon.control() as control:
+        # Dispatching for a second: the session is full until then.
+        control.ok("trigger", event="command:slow", sessionKey="gateway:startup", wait=False)
+    records = wait_until(
+        lambda: len(found := read_records(state_dir)) == 2 and found, what="both hooks to run"
+    )
+    assert [r["key"] for r in records] == ["command:slow", "gateway:startup"]
+    with daemon.control() as control:
+        assert control.ok("status")["status"]["startup_fired"] is True
+    assert daemon.stop() == 0
+
+
 def test_invalid_config_lists_every_error_and_exits_78(state_dir: Path) -> None:
     write_config(
         state_dir,
