@@ -8,6 +8,8 @@ outcome with its reason, and a hung or crashed worker is replaced.
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
@@ -338,6 +340,33 @@ def test_a_crashed_worker_fails_the_call_with_its_exit_and_is_restarted(tmp_path
     errors = [e for e in logged if e["event"] == "hook.error"]
     assert errors and "exited with code 7" in errors[0]["error"], logged
     assert (again, messages) == (Outcome.OK, ["alive"])
+
+
+def test_importing_into_a_worker_that_died_since_it_was_ready_reports_not_raises(
+    tmp_path: Path,
+) -> None:
+    """A restarted worker that dies (killed, OOM) between saying ready and the load requests:
+    ``request()`` raises WorkerGone at once, and out of ``_restart`` that ended the Node
+    supervision task and the daemon. ``import_into`` reports it per hook, as when the worker
+    dies during the import."""
+    hook_dir = write_js_hook(tmp_path, "plain", {"handler.js": "export default () => {};"})
+    hook = NodeHook("plain", hook_dir / "handler.js")
+
+    async def body(runtime: NodeRuntime) -> dict[NodeHook, str]:
+        await load_one(runtime, hook)
+        generation = runtime.current
+        assert generation is not None and generation.worker is not None
+        worker = generation.worker
+        generation.retired = True  # no restart: this test calls the import itself
+        os.kill(worker.pid, signal.SIGKILL)
+        with anyio.fail_after(30):
+            while worker.alive:  # noqa: ASYNC110 (a worker has no public exit event)
+                await anyio.sleep(0.01)
+        return await generation.import_into(worker)
+
+    errors = with_runtime(body)
+    assert list(errors) == [hook]
+    assert "import failed" in errors[hook] and "signal 9" in errors[hook], errors
 
 
 def test_console_output_is_logged_with_the_hook_name(tmp_path: Path) -> None:

@@ -248,10 +248,14 @@ class Generation:
         """Load every hook into ``worker`` at once; returns hook -> error for the failures."""
         futures = []
         self.gone = set()
+        errors: dict[NodeHook, str] = {}
         for hook in self.hooks:
             spec = {**hook.wire(), "id": hook.id, "tag": self.tag}
-            futures.append((hook, worker.request({"op": "load", "hook": spec})))
-        errors: dict[NodeHook, str] = {}
+            try:
+                futures.append((hook, worker.request({"op": "load", "hook": spec})))
+            except WorkerGone as exc:  # died since it said ready: out of _restart, fatal
+                errors[hook] = f"{hook.file}: import failed: {exc}"
+                self.gone.add(hook)
         with anyio.move_on_after(LOAD_TIMEOUT_S):
             for hook, future in futures:
                 try:
