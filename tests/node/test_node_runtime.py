@@ -357,6 +357,7 @@ def test_importing_into_a_worker_that_died_since_it_was_ready_reports_not_raises
         generation = runtime.current
         assert generation is not None and generation.worker is not None
         worker = generation.worker
+        assert worker.pid is not None
         generation.retired = True  # no restart: this test calls the import itself
         os.kill(worker.pid, signal.SIGKILL)
         with anyio.fail_after(30):
