@@ -18,6 +18,11 @@ from typing import Any
 
 import json5
 
+from gatewayd.atomic import read_regular
+
+MAX_AGENT_CONFIG_BYTES = 4 << 20
+"""An agent config larger than this is not read (it is the reason a requirement is unmet)."""
+
 
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
@@ -38,7 +43,9 @@ def read_agent_config(configured: str | os.PathLike[str] | None, base: Path) -> 
     if not path.is_absolute():
         path = base / path
     try:
-        text = path.read_text(encoding="utf-8")
+        # Read on the event loop (config.load_spec): a FIFO there froze the whole daemon, a
+        # link to /dev/zero read until memory ran out; read_regular refuses both unread.
+        text = read_regular(path, MAX_AGENT_CONFIG_BYTES).decode("utf-8")
     except FileNotFoundError:
         return AgentConfig(path, error=f"agent.configFile {path} does not exist")
     except (OSError, UnicodeDecodeError) as exc:

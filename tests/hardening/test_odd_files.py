@@ -242,3 +242,27 @@ def _lift_away(top: Path) -> None:
         top.rmdir()
         if lifted.exists():
             lifted.rename(top)
+
+
+def test_an_agent_config_file_that_is_a_fifo_does_not_freeze_the_daemon(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    """``agent.configFile`` is read on the event loop when the load spec is made: pointed at a
+    FIFO by a config edit, the read waited for a writer and froze everything (requests,
+    dispatch, SIGTERM). Now it is refused unread, as not a regular file."""
+    write_hook(state_dir / "hooks", "plain", events=["command:x"])
+    pipe = state_dir / "agent.json"
+    os.mkfifo(pipe)
+    daemon = start_daemon(watch=True)
+    reloads = len(daemon.events("reload.done"))
+    try:
+        (state_dir / "gatewayd.yaml").write_text(f'agent: {{configFile: "{pipe}"}}\n')
+        assert wait_until(lambda: len(daemon.events("reload.done")) > reloads, what="reload")
+        with daemon.control(timeout=10) as control:
+            assert control.ok("message", sessionKey="s", text="/x")["messages"] == ["plain"]
+            status = control.ok("status")["status"]
+        assert status["last_reload"]["result"] == "ok", status["last_reload"]
+        assert daemon.stop() == 0
+    finally:  # before the fix: a writer that opens and closes ends the blocked read
+        with contextlib.suppress(OSError):
+            os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
