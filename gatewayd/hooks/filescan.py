@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,10 +58,18 @@ def is_hook_dir(path: Path) -> bool:
     return any(os.path.isfile(path / manifest) for manifest in MANIFEST_FILES)
 
 
-def _calls_define(path: Path, suffix: str) -> bool:
+def _calls_define(path: Path, suffix: str) -> bool | None:
+    """Whether the head of ``path`` calls define_hook/defineHook; None when it is not a
+    regular file. Opened non-blocking: a FIFO named ``x.py`` in a root waited for a writer,
+    and the load (and every later reload, and the start) with it."""
     try:
-        with open(path, "rb") as file:
-            head = file.read(MAX_READ)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            head = os.read(fd, MAX_READ)
+        finally:
+            os.close(fd)
     except OSError:
         return False
     return _MARKER[suffix].search(head) is not None
@@ -119,7 +128,11 @@ def scan_files(
             if _TEST_FILE.match(name):
                 notes.append(f"{path}: a test, package or declaration file, never a hook")
                 continue
-            if not _calls_define(path, suffix):
+            calls = _calls_define(path, suffix)
+            if calls is None:
+                notes.append(f"{path}: not a regular file (a FIFO, device or socket), never a hook")
+                continue
+            if not calls:
                 call = "define_hook(events=...)" if suffix == ".py" else "defineHook({events})"
                 notes.append(f"{path}: a helper (it does not call {call}), not a hook")
                 continue

@@ -266,3 +266,23 @@ def test_an_agent_config_file_that_is_a_fifo_does_not_freeze_the_daemon(
     finally:  # before the fix: a writer that opens and closes ends the blocked read
         with contextlib.suppress(OSError):
             os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def test_a_fifo_named_like_a_single_file_hook_does_not_stall_the_load(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    """The scan for single-file hooks opened each ``*.py`` in a root to look for define_hook:
+    a FIFO named ``x.py`` waited for a writer, so the daemon never became ready (and a reload
+    never finished). Now it is noted as not a regular file, and the rest loads."""
+    hooks = state_dir / "hooks"
+    write_hook(hooks, "plain", events=["command:x"])
+    pipe = hooks / "x.py"
+    os.mkfifo(pipe)
+    try:
+        daemon = start_daemon(watch=True)
+        with daemon.control(timeout=10) as control:
+            assert control.ok("message", sessionKey="s", text="/x")["messages"] == ["plain"]
+        assert daemon.stop() == 0
+    finally:  # before the fix: a writer that opens and closes ends the blocked read
+        with contextlib.suppress(OSError):
+            os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
