@@ -10,12 +10,24 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tests.support.fixtures import StartDaemon
 from tests.support.hooks import WriteHook
 from tests.support.state import wait_until
+
+
+@contextlib.contextmanager
+def fifo(path: Path) -> Iterator[Path]:
+    """A FIFO at ``path``; on the way out a writer opens and closes it, which ends any read
+    still blocked on it (what the code before each fix below would be stuck in)."""
+    os.mkfifo(path)
+    try:
+        yield path
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
 
 
 def test_names_that_are_not_utf8_under_a_watched_root(
@@ -151,16 +163,14 @@ def test_a_link_to_a_fifo_under_a_watched_root_does_not_stall_live_reload(
     hooks = state_dir / "hooks"
     handler = "async def handler(event):\n    event.messages.append({!r})\n"
     write_hook(hooks, "greet", events=["command:hello"], handler=handler.format("v1"))
-    pipe = state_dir / "pipe"
-    os.mkfifo(pipe)
-    daemon = start_daemon(watch=True)
+    with fifo(state_dir / "pipe") as pipe:
+        daemon = start_daemon(watch=True)
 
-    def answer() -> list[str]:
-        with daemon.control() as control:
-            return list(control.ok("message", sessionKey="s", text="/hello")["messages"])
+        def answer() -> list[str]:
+            with daemon.control() as control:
+                return list(control.ok("message", sessionKey="s", text="/hello")["messages"])
 
-    assert answer() == ["v1"]
-    try:
+        assert answer() == ["v1"]
         # A new directory rebuilds the watches, which snapshots the roots.
         (hooks / "notes").mkdir()
         (hooks / "notes" / "pipe").symlink_to(pipe)
@@ -170,9 +180,6 @@ def test_a_link_to_a_fifo_under_a_watched_root_does_not_stall_live_reload(
         (hooks / "greet" / "handler.py").write_text(handler.format("v2"))
         assert wait_until(lambda: answer() == ["v2"], timeout=30, what="the edit reloaded")
         assert daemon.stop() == 0
-    finally:  # before the fix: a writer that opens and closes ends the blocked read
-        with contextlib.suppress(OSError):
-            os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
 
 
 def test_a_hook_root_that_cannot_be_listed_is_rejected_not_fatal(
@@ -251,11 +258,9 @@ def test_an_agent_config_file_that_is_a_fifo_does_not_freeze_the_daemon(
     FIFO by a config edit, the read waited for a writer and froze everything (requests,
     dispatch, SIGTERM). Now it is refused unread, as not a regular file."""
     write_hook(state_dir / "hooks", "plain", events=["command:x"])
-    pipe = state_dir / "agent.json"
-    os.mkfifo(pipe)
-    daemon = start_daemon(watch=True)
-    reloads = len(daemon.events("reload.done"))
-    try:
+    with fifo(state_dir / "agent.json") as pipe:
+        daemon = start_daemon(watch=True)
+        reloads = len(daemon.events("reload.done"))
         (state_dir / "gatewayd.yaml").write_text(f'agent: {{configFile: "{pipe}"}}\n')
         assert wait_until(lambda: len(daemon.events("reload.done")) > reloads, what="reload")
         with daemon.control(timeout=10) as control:
@@ -263,9 +268,6 @@ def test_an_agent_config_file_that_is_a_fifo_does_not_freeze_the_daemon(
             status = control.ok("status")["status"]
         assert status["last_reload"]["result"] == "ok", status["last_reload"]
         assert daemon.stop() == 0
-    finally:  # before the fix: a writer that opens and closes ends the blocked read
-        with contextlib.suppress(OSError):
-            os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
 
 
 def test_a_fifo_named_like_a_single_file_hook_does_not_stall_the_load(
@@ -276,13 +278,8 @@ def test_a_fifo_named_like_a_single_file_hook_does_not_stall_the_load(
     never finished). Now it is noted as not a regular file, and the rest loads."""
     hooks = state_dir / "hooks"
     write_hook(hooks, "plain", events=["command:x"])
-    pipe = hooks / "x.py"
-    os.mkfifo(pipe)
-    try:
+    with fifo(hooks / "x.py"):
         daemon = start_daemon(watch=True)
         with daemon.control(timeout=10) as control:
             assert control.ok("message", sessionKey="s", text="/x")["messages"] == ["plain"]
         assert daemon.stop() == 0
-    finally:  # before the fix: a writer that opens and closes ends the blocked read
-        with contextlib.suppress(OSError):
-            os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
