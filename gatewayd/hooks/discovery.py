@@ -288,9 +288,12 @@ def _entries(root: HookRoot) -> Iterator[tuple[str, str]]:
                 continue
         except OSError:  # a symlink whose target cannot be read: no manifest to be found
             continue
-        manifest = next(
-            (m for m in MANIFEST_FILES if os.path.isfile(f"{entry.path}{os.sep}{m}")), None
-        )
+        prefix = f"{entry.path}{os.sep}"
+        manifest = next((m for m in MANIFEST_FILES if os.path.isfile(prefix + m)), None)
+        if manifest is None:
+            # A HOOK.md that is there but no file (a directory, a FIFO, a dangling link) still
+            # makes a hook: reading it fails and says why, rather than the hook just vanishing.
+            manifest = next((m for m in MANIFEST_FILES if os.path.lexists(prefix + m)), None)
         if manifest is not None:
             yield name, manifest
 

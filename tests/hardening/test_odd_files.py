@@ -108,6 +108,10 @@ def test_special_files_and_alias_bombs_in_hooks_and_workspace(
         hook_md=f"---\nname: bomb\n{LAUGHS}metadata: {{eliza: {{events: [command:x]}}}}\n---\n",
     )
     write_hook(hooks, "plain", events=["command:x"])
+    # A HOOK.md that is no file: the hook is listed with why, not left out as if no hook.
+    (hooks / "dir-md" / "HOOK.md").mkdir(parents=True)
+    (hooks / "fifo-md").mkdir()
+    os.mkfifo(hooks / "fifo-md" / "HOOK.md")
     workspace = state_dir / "workspace"
     workspace.mkdir()
     os.mkfifo(workspace / "AGENTS.md")
@@ -124,6 +128,9 @@ def test_special_files_and_alias_bombs_in_hooks_and_workspace(
         assert control.ok("message", sessionKey="s", text="/x")["messages"] == ["plain"]
     assert listing["bomb"]["status"] == "invalid"
     assert "expand to more than 100000 nodes" in " ".join(listing["bomb"]["reasons"])
+    for name, kind in (("dir-md", "a directory"), ("fifo-md", "a FIFO, device or socket")):
+        assert listing[name]["status"] == "invalid", listing[name]
+        assert f"HOOK.md is {kind}, not a regular file" in " ".join(listing[name]["reasons"])
     assert daemon.stop() == 0
 
 
