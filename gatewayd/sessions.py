@@ -70,6 +70,8 @@ COMPACT_DIVISOR = 16
 small table's snapshot is always current; a large one costs 16 entries' bytes per change."""
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 MAX_BOOTSTRAP_BYTES = 2 * 1024 * 1024
+UNBOUNDED = 1 << 62
+"""The size bound of the session table and journal: none (they hold every session)."""
 OPEN_TRANSCRIPTS = 64
 """Transcripts kept open between appends (the most recently written ones)."""
 
@@ -227,21 +229,18 @@ class SessionManager:
 
     def _read_snapshot(self) -> dict[str, SessionEntry]:
         try:
-            raw = json.loads(self.index_path.read_bytes())
+            # read_regular: a FIFO or device in its place would block or never end a read.
+            raw = json.loads(read_regular(self.index_path, UNBOUNDED))
             if not isinstance(raw, dict):
                 raise ValueError(f"the top level is a {type(raw).__name__}, not an object")
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:
-            aside = self.index_path.with_name(f"{INDEX_NAME}.damaged-{os.getpid()}")
-            with contextlib.suppress(OSError):
-                os.replace(self.index_path, aside)
-            log.error(
+            self._set_aside(
+                self.index_path,
                 "sessions.index_damaged",
-                path=str(self.index_path),
-                error=f"{type(exc).__name__}: {exc}",
-                moved_to=str(aside),
-                fix="sessions start afresh; the old transcripts stay in the sessions dir",
+                exc,
+                "sessions start afresh; the old transcripts stay in the sessions dir",
             )
             return {}
         sessions: dict[str, SessionEntry] = {}
@@ -265,8 +264,16 @@ class SessionManager:
     def _replay_journal(self) -> int:
         """Apply the journal to the table; returns its size in bytes (0: nothing to fold)."""
         try:
-            data = self.journal_path.read_bytes()
+            data = read_regular(self.journal_path, UNBOUNDED)
         except FileNotFoundError:
+            return 0
+        except OSError as exc:  # not a regular file, or unreadable: set aside, start from the table
+            self._set_aside(
+                self.journal_path,
+                "sessions.journal_damaged",
+                exc,
+                "the sessions table is used as last written; changes after it are not replayed",
+            )
             return 0
         lines = data.split(b"\n")
         skipped = 0
@@ -295,6 +302,19 @@ class SessionManager:
                     reason="torn last line (killed mid-write)" if torn else str(exc),
                 )
         return len(data)
+
+    def _set_aside(self, path: Path, event: str, exc: Exception, fix: str) -> None:
+        """Move a state file that cannot be used out of the way (``<name>.damaged-<pid>``)."""
+        aside = path.with_name(f"{path.name}.damaged-{os.getpid()}")
+        with contextlib.suppress(OSError):
+            os.replace(path, aside)
+        log.error(
+            event,
+            path=str(path),
+            error=f"{type(exc).__name__}: {exc}",
+            moved_to=str(aside),
+            fix=fix,
+        )
 
     # -- changes -------------------------------------------------------------------------------
 

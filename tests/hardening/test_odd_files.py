@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tests.support.fixtures import StartDaemon
 from tests.support.hooks import WriteHook
-from tests.support.state import wait_until
+from tests.support.state import session_table, wait_until
 
 
 @contextlib.contextmanager
@@ -289,4 +289,24 @@ def test_a_fifo_named_like_a_single_file_hook_does_not_stall_the_load(
         daemon = start_daemon(watch=True)
         with daemon.control(timeout=10) as control:
             assert control.ok("message", sessionKey="s", text="/x")["messages"] == ["plain"]
+        assert daemon.stop() == 0
+
+
+def test_session_state_files_that_are_fifos_are_set_aside_and_the_daemon_starts(
+    start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    """The session table and its journal are read at start: a FIFO in place of either waited
+    for a writer, so the daemon never became ready. Now each is set aside, named in the log,
+    and the daemon starts with the sessions it could read."""
+    sessions = state_dir / "sessions"
+    sessions.mkdir(mode=0o700)
+    with fifo(sessions / "sessions.json"), fifo(sessions / "sessions.journal"):
+        daemon = start_daemon()
+        with daemon.control(timeout=10) as control:
+            control.ok("message", sessionKey="s", text="hello")
+        for event in ("sessions.index_damaged", "sessions.journal_damaged"):
+            record = daemon.wait_log(event)
+            assert "not a regular file" in record["error"], record
+            assert record["moved_to"].endswith(f".damaged-{daemon.proc.pid}"), record
+        assert "s" in session_table(state_dir)
         assert daemon.stop() == 0
