@@ -211,55 +211,45 @@ class Dispatcher:
 
     async def post_all(self, events: Sequence[HookEvent]) -> None:
         """Post the rest of a message already accepted (its ``message:sent`` events), in order:
-        ``TriggerQueue.post_all(events, follows=True)``, except that an event no handler
-        subscribes to is done as it is accepted (design.md section 8), unless the journal keeps
-        such events (``Journal.keeps_unheard``): it gets its id and is counted (events by key,
-        accepted, dispatched) but is neither journaled nor queued, so no worker wakes for it.
-        Three events a message with no ``message:sent`` hook: daemon CPU per message with the
-        SQLite journal 288-393 -> 216-261 us, within noise with the memory one (issue 18).
-        Raises :class:`QueueClosed`."""
-        queue = self.queue
-        if queue.journal.keeps_unheard:
-            await queue.post_all(events, follows=True)
-            return
-        registry = self.registry
-        counts = registry.event_counts
+        ``TriggerQueue.post_all(events, follows=True)``, except that an event nothing
+        :meth:`hears` is done as it is accepted (design.md section 8, :meth:`accept_unheard`):
+        it gets its id and is counted, but is neither journaled nor queued, so no worker wakes
+        for it. Three events a message with no ``message:sent`` hook: daemon CPU per message
+        with the SQLite journal 288-393 -> 216-261 us, within noise with the memory one
+        (issue 18). Raises :class:`QueueClosed`."""
         heard: list[HookEvent] = []
-        unheard = 0
         for event in events:
             key = f"{event.type}:{event.action}"
-            if registry.subscribed(event.type, key, event.session_key):
+            if self.hears(key, event.session_key):
                 heard.append(event)
-                continue
-            queue.accept_done(1)  # QueueClosed once the drain began, as post_all would raise
-            event.id = event.id or queue.journal.next_id()
-            counts[key] = counts.get(key, 0) + 1
-            unheard += 1
-        self.dispatched += unheard
+            else:  # QueueClosed once the drain began, as the queue's post_all would raise
+                event.id = event.id or self.accept_unheard(key, 1)
         if heard:
-            await queue.post_all(heard, follows=True)
+            await self.queue.post_all(heard, follows=True)
 
     def hears(self, key: str, session_key: str) -> bool:
         """Whether events ``type:action`` of ``session_key`` must be posted to be done: a
         handler subscribes to them (reply path or background), or the journal keeps events
         nobody hears (``Journal.keeps_unheard``). Otherwise :meth:`accept_unheard` is what
-        :meth:`post_all` would do with them."""
+        :meth:`post_all` does with them."""
         if self.queue.journal.keeps_unheard:
             return True
         return self.registry.subscribed(key.partition(":")[0], key, session_key)
 
-    def accept_unheard(self, key: str, n: int) -> None:
-        """Count ``n`` events ``key`` nothing hears (:meth:`hears`) as :meth:`post_all` counts
-        them, without the events: each uses up an id; events by key, ``accepted`` and
+    def accept_unheard(self, key: str, n: int) -> str:
+        """Count ``n`` events ``key`` nothing hears (:meth:`hears`) as done at once, without
+        the events: each uses up an id (the last is returned); events by key, ``accepted`` and
         ``dispatched`` count them. Raises :class:`QueueClosed` once the drain began."""
         queue = self.queue
         queue.accept_done(n)
         next_id = queue.journal.next_id
+        last = ""
         for _ in range(n):
-            next_id()
+            last = next_id()
         counts = self.registry.event_counts
         counts[key] = counts.get(key, 0) + n
         self.dispatched += n
+        return last
 
     def has_handlers(self, key: str, session_key: str | None = None) -> bool:
         """True when an event ``type:action`` of ``session_key`` would run any handler on its
