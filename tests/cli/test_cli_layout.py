@@ -100,24 +100,25 @@ def test_status_imports_nothing_a_stdlib_client_would_not(tmp_path: Path) -> Non
     """``gatewayd status`` (run by monitors in a loop) imports what a one-liner sending the same
     request imports (``json``, ``socket``), plus gatewayd's own client modules: no argparse,
     no typing (bench/NOTES.md, issue 18). No daemon is needed: it fails to connect."""
-    show = "import sys; print(sorted(sys.modules))"
-    floor = subprocess.run(
-        [sys.executable, "-c", f"import json, socket, sys; {show}"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
+
+    def modules_after(code: str, **env: str) -> tuple[set[str], str]:
+        """The modules loaded once ``code`` ran in a fresh interpreter, and its stderr."""
+        done = subprocess.run(
+            [sys.executable, "-c", f"{code}; import sys; print(sorted(sys.modules))"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+            env={**os.environ, **env},
+        )
+        return set(ast.literal_eval(done.stdout)), done.stderr
+
+    floor, _ = modules_after("import json, socket, sys")
+    status, stderr = modules_after(
+        "from gatewayd.cli.app import main; main(['status'])", ELIZA_STATE_DIR=str(tmp_path)
     )
-    status = subprocess.run(
-        [sys.executable, "-c", f"from gatewayd.cli.app import main; main(['status']); {show}"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-        env={**os.environ, "ELIZA_STATE_DIR": str(tmp_path)},
-    )
-    assert "gatewayd is not running" in status.stderr
-    extra = set(ast.literal_eval(status.stdout)) - set(ast.literal_eval(floor.stdout))
+    assert "gatewayd is not running" in stderr
+    extra = status - floor
     assert {m for m in extra if m.split(".")[0] not in ("gatewayd", "__future__")} == set()
 
 
