@@ -190,40 +190,35 @@ def runs(seqs: Sequence[int]) -> list[tuple[int, int]]:
 
 
 def delete_done(conn: sqlite3.Connection, seqs: Sequence[int]) -> None:
-    """Delete the pending events ``seqs`` (they are done).
-
-    Marks come in runs (a batch committed together is dispatched together): up to
-    :data:`RANGE_DELETES` runs, one ``seq BETWEEN`` range delete each, which costs SQLite a
-    third of looking each seq up from a list (0.19 against 0.5 us an event, 256-event batches);
-    else one statement over the list (see :func:`insert` for why not ``executemany``)."""
-    spans = runs(seqs)
-    if len(spans) <= RANGE_DELETES:
-        for first, last in spans:
-            conn.execute(
-                "DELETE FROM events WHERE state = 0 AND seq BETWEEN ? AND ?", (first, last)
-            )
-        return
-    conn.execute(
-        "DELETE FROM events WHERE state = 0 AND seq IN (SELECT value FROM json_each(?))",
-        (json.dumps(list(seqs)),),
-    )
+    """Delete the pending events ``seqs`` (they are done), by :func:`_where_pending`."""
+    _where_pending(conn, "DELETE FROM events", (), seqs)
 
 
 def update_done(conn: sqlite3.Connection, seqs: Sequence[int], at: float) -> None:
-    """Mark the pending events ``seqs`` done at ``at`` (kept for ``retainDone``); by runs of
-    seqs as :func:`delete_done` does."""
+    """Mark the pending events ``seqs`` done at ``at`` (kept for ``retainDone``), by
+    :func:`_where_pending`."""
+    _where_pending(conn, "UPDATE events SET state = 1, done_at = ?", (at,), seqs)
+
+
+def _where_pending(
+    conn: sqlite3.Connection, statement: str, params: tuple[Any, ...], seqs: Sequence[int]
+) -> None:
+    """Run ``statement`` (with ``params``) on the pending events ``seqs``.
+
+    Marks come in runs (a batch committed together is dispatched together): up to
+    :data:`RANGE_DELETES` runs, one ``seq BETWEEN`` statement each, which costs SQLite a third
+    of looking each seq up from a list (0.19 against 0.5 us an event, 256-event batches); else
+    one statement over the list (see :func:`insert` for why not ``executemany``)."""
     spans = runs(seqs)
     if len(spans) <= RANGE_DELETES:
         for first, last in spans:
             conn.execute(
-                "UPDATE events SET state = 1, done_at = ? WHERE state = 0 AND seq BETWEEN ? AND ?",
-                (at, first, last),
+                f"{statement} WHERE state = 0 AND seq BETWEEN ? AND ?", (*params, first, last)
             )
         return
     conn.execute(
-        "UPDATE events SET state = 1, done_at = ? "
-        "WHERE state = 0 AND seq IN (SELECT value FROM json_each(?))",
-        (at, json.dumps(list(seqs))),
+        f"{statement} WHERE state = 0 AND seq IN (SELECT value FROM json_each(?))",
+        (*params, json.dumps(list(seqs))),
     )
 
 
