@@ -297,9 +297,10 @@ class HookWatcher:
                     # watches again from scratch and reloads in case a change was missed.
                     ran_s = time.monotonic() - began
                     backoff = 1.0 if ran_s >= CRASH_RESET_S else min(backoff * 2, CRASH_MAX_S)
+                    leaf = _first_error(exc)
                     log.exception(
                         "watch.crashed",
-                        error=f"{type(_first_error(exc)).__name__}: {_first_error(exc)}",
+                        error=f"{type(leaf).__name__}: {leaf}",
                         retry_in_s=backoff,
                         note="a bug in gatewayd: please report it with this log line",
                     )
