@@ -38,14 +38,13 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector
 
+from gatewayd.accepting import RetryingAccept
 from gatewayd.hooks.stats import BUCKETS, HookStats
 
 log = structlog.get_logger("gatewayd.metrics")
 
 MAX_HEAD = 8192
 READ_TIMEOUT_S = 5.0
-ACCEPT_BACKOFF_S = (0.05, 1.0)
-"""The first and the longest pause after a failed ``accept()`` (doubling in between)."""
 
 
 class MetricsSource(Protocol):
@@ -181,30 +180,17 @@ class MetricsServer:
     async def _accept_loop(
         self, listener: anyio.abc.SocketListener, scrapes: anyio.abc.TaskGroup
     ) -> None:
-        first, longest = ACCEPT_BACKOFF_S
-        backoff = first
-        failing = False
+        accepting = RetryingAccept(
+            log,
+            "metrics",
+            lambda: {"address": self.address},
+            lambda _: {
+                "fix": "out of file descriptors? raise LimitNOFILE (ulimit -n) or find the "
+                "hook that leaks them; scrapes are retried meanwhile"
+            },
+        )
         while True:
-            try:
-                stream = await listener.accept()
-            except (OSError, anyio.BrokenResourceError) as exc:
-                cause = exc.__cause__ if isinstance(exc, anyio.BrokenResourceError) else exc
-                if not failing:  # once per episode
-                    failing = True
-                    log.error(
-                        "metrics.accept_failed",
-                        address=self.address,
-                        error=str(cause or exc),
-                        fix="out of file descriptors? raise LimitNOFILE (ulimit -n) or find "
-                        "the hook that leaks them; scrapes are retried meanwhile",
-                    )
-                await anyio.sleep(backoff)
-                backoff = min(backoff * 2, longest)
-                continue
-            if failing:
-                failing, backoff = False, first
-                log.info("metrics.accept_recovered", address=self.address)
-            scrapes.start_soon(self._answer, stream)
+            scrapes.start_soon(self._answer, await accepting.accept(listener))
 
     async def _answer(self, stream: SocketStream) -> None:
         try:

@@ -1,8 +1,8 @@
 """Who gets a control connection, and for how long (``gateway.control.*`` limits).
 
-* **Accept errors back off.** Out of file descriptors (``EMFILE``/``ENFILE``, which anyio
-  reports as ``BrokenResourceError``) or any other accept failure is logged once, retried with a
-  growing pause (up to :data:`MAX_BACKOFF_S`), and serving resumes by itself once clients leave.
+* **Accept errors back off** (:mod:`gatewayd.accepting`): out of file descriptors or any other
+  accept failure is logged once, retried with a growing pause, and serving resumes by itself
+  once clients leave.
 * **A cap on connections** (``maxConnections``): one more is accepted only to be answered
   ``busy`` and closed; at most :data:`MAX_REFUSING` of those linger at once, beyond that the
   listener waits until a connection ends (new clients queue in the socket's backlog).
@@ -16,22 +16,21 @@ The limits are read through a callable on every use, so a reloaded config applie
 
 from __future__ import annotations
 
-import errno
 import socket
 import time
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import anyio.abc
 import structlog
 from anyio.abc import SocketStream
 
+from gatewayd.accepting import RetryingAccept
 from gatewayd.config import ControlConfig
 
 log = structlog.get_logger("gatewayd.control")
 
-MIN_BACKOFF_S = 0.05
-MAX_BACKOFF_S = 1.0
 MAX_REFUSING = 32
 """Connections being answered ``busy`` at once; the listener waits beyond that."""
 MAX_REAP_INTERVAL_S = 1.0
@@ -66,61 +65,41 @@ class Admission:
         self._refusing = 0
         self._freed: anyio.Event | None = None
         self._busy = False
-        self._failing = False
+        self._accepting = RetryingAccept(log, "control", self._connections, self._advice)
 
     async def accept(self, listener: anyio.abc.SocketListener) -> tuple[SocketStream, bool]:
         """The next connection, and whether it is admitted (``False``: answer it ``busy``)."""
-        backoff = MIN_BACKOFF_S
-        while True:
-            while self._refusing >= MAX_REFUSING and self._over_cap():
-                self._freed = anyio.Event()
-                await self._freed.wait()
-            try:
-                stream = await listener.accept()
-            except (OSError, anyio.BrokenResourceError) as exc:
-                self._accept_failed(exc, backoff)
-                await anyio.sleep(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
-                continue
-            if self._failing:
-                self._failing = False
-                log.info("control.accept_recovered", connections=len(self.conns))
-            if not self._over_cap():
-                self._busy = False
-                return stream, True
-            if not self._busy:  # once per episode: a flood of clients is not a flood of logs
-                self._busy = True
-                log.warning(
-                    "control.busy",
-                    connections=len(self.conns),
-                    max_connections=self.limits().max_connections,
-                    note="clients over gateway.control.maxConnections are answered 'busy'",
-                )
-            return stream, False
+        while self._refusing >= MAX_REFUSING and self._over_cap():
+            self._freed = anyio.Event()
+            await self._freed.wait()
+        stream = await self._accepting.accept(listener)
+        if not self._over_cap():
+            self._busy = False
+            return stream, True
+        if not self._busy:  # once per episode: a flood of clients is not a flood of logs
+            self._busy = True
+            log.warning(
+                "control.busy",
+                connections=len(self.conns),
+                max_connections=self.limits().max_connections,
+                note="clients over gateway.control.maxConnections are answered 'busy'",
+            )
+        return stream, False
 
     def _over_cap(self) -> bool:
         return len(self.conns) >= self.limits().max_connections
 
-    def _accept_failed(self, exc: BaseException, backoff: float) -> None:
-        cause = exc.__cause__ if isinstance(exc, anyio.BrokenResourceError) else exc
-        code = getattr(cause, "errno", None)
-        if self._failing:
-            return
-        self._failing = True
-        out_of_fds = code in (errno.EMFILE, errno.ENFILE)
-        log.error(
-            "control.accept_failed",
-            error=str(cause or exc) or type(exc).__name__,
-            errno=errno.errorcode.get(code, code) if isinstance(code, int) else None,
-            connections=len(self.conns),
-            retry_in_s=backoff,
-            note=(
-                "out of file descriptors: retrying until some close; raise the limit "
-                "(LimitNOFILE=, ulimit -n) or lower gateway.control.maxConnections"
-                if out_of_fds
-                else "retrying with a growing pause"
-            ),
-        )
+    def _connections(self) -> dict[str, Any]:
+        return {"connections": len(self.conns)}
+
+    @staticmethod
+    def _advice(out_of_fds: bool) -> dict[str, Any]:
+        if not out_of_fds:
+            return {"note": "retrying with a growing pause"}
+        return {
+            "note": "out of file descriptors: retrying until some close; raise the limit "
+            "(LimitNOFILE=, ulimit -n) or lower gateway.control.maxConnections"
+        }
 
     def admit(self, raw: socket.socket) -> Conn:
         conn = Conn(raw)
