@@ -143,8 +143,9 @@ class NotRegularFile(OSError):
     """A path that is a FIFO, device, socket or directory, or a file over the size limit."""
 
 
-def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
-    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes.
+def read_regular(path: str | os.PathLike[str], limit: int, *, head: bool = False) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes (with ``head``:
+    its first ``limit`` bytes, whatever its size).
 
     The file is opened non-blocking (opening a FIFO would wait for a writer) and checked on the
     descriptor, so a FIFO, a device (``/dev/zero`` behind a symlink included) or a socket raises
@@ -159,8 +160,9 @@ def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
             raise NotRegularFile(f"{os.fspath(path)} is {kind}, not a regular file")
         chunks: list[bytes] = []
         size = 0
-        while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+        want = limit if head else limit + 1  # one byte more tells a file over the limit
+        while size < want:
+            chunk = os.read(fd, min(1 << 20, want - size))
             if not chunk:
                 break
             chunks.append(chunk)

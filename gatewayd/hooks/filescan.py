@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from gatewayd.atomic import NotRegularFile, read_regular
 
 HOOK_SUFFIXES: Final = (".py", ".ts", ".js", ".mjs")
 """What a single-file hook may be; ``.ts``/``.js``/``.mjs`` run in the Node worker."""
@@ -60,16 +61,12 @@ def is_hook_dir(path: Path) -> bool:
 
 def _calls_define(path: Path, suffix: str) -> bool | None:
     """Whether the head of ``path`` calls define_hook/defineHook; None when it is not a
-    regular file. Opened non-blocking: a FIFO named ``x.py`` in a root waited for a writer,
-    and the load (and every later reload, and the start) with it."""
+    regular file (read by :func:`read_regular`: a FIFO named ``x.py`` in a root waited for a
+    writer, and the load, every later reload and the start with it)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            head = os.read(fd, MAX_READ)
-        finally:
-            os.close(fd)
+        head = read_regular(path, MAX_READ, head=True)
+    except NotRegularFile:
+        return None
     except OSError:
         return False
     return _MARKER[suffix].search(head) is not None
