@@ -32,6 +32,7 @@ import traceback
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -833,20 +834,15 @@ def serving_records(records: list[HookRecord], agent: str, serving: str) -> list
     """The records of the hooks that serve ``agent``'s sessions (``serving``: whose hooks do,
     the agent itself when configured, else the default agent): shared ones, less those its
     own hooks replace, its own, and its subagents' (each as it would serve its subagent)."""
-    own = {id(r) for r in in_scope(records, _scope, _name, agent, serving, None)}
+    own = {
+        id(r)
+        for r in in_scope(records, attrgetter("scope"), attrgetter("name"), agent, serving, None)
+    }
     return [
         r
         for r in records
         if id(r) in own or (r.subagent is not None and r.scope.serves(agent, serving, r.subagent))
     ]
-
-
-def _scope(record: HookRecord) -> HookScope:
-    return record.scope
-
-
-def _name(record: HookRecord) -> str:
-    return record.name
 
 
 def agents_summary(spec: LoadSpec, records: list[HookRecord]) -> dict[str, Any]:

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from operator import attrgetter
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 
-from gatewayd.hooks.agents import AgentsSpec, HookScope, in_scope
+from gatewayd.hooks.agents import AgentsSpec, in_scope
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.handlers import Handler, HandlerKind
 from gatewayd.hooks.results import merge_result
@@ -200,7 +201,7 @@ def not_serving(
     session's agent (``gatewayd/hooks/agents.py``), each saying whose sessions it serves."""
     agent, serving, subagent = agents.scope(session_key)
     ready = [r for r in records if r.status == "ready" and _subscribes(r.events, key)]
-    served = in_scope(ready, _scope, _name, agent, serving, subagent)
+    served = in_scope(ready, attrgetter("scope"), attrgetter("name"), agent, serving, subagent)
     ran = {id(r) for r in served}
     replacing = {r.scope.replaces: r.name for r in served if r.scope.replaces}
     where = f"agent {agent!r}" + (f", subagent {subagent!r}" if subagent else "")
@@ -222,14 +223,6 @@ def not_serving(
             )
         skipped.append(HandlerOutcome(record.name, f"ready, but {why}", "skipped", "python", 0.0))
     return skipped
-
-
-def _scope(record: Any) -> HookScope:
-    return record.scope  # type: ignore[no-any-return]
-
-
-def _name(record: Any) -> str:
-    return record.name  # type: ignore[no-any-return]
 
 
 def why_nothing_ran(key: str, skipped: list[HandlerOutcome]) -> str:
