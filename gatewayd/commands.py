@@ -46,6 +46,7 @@ import structlog
 from gatewayd.hooks.events import HookEvent, create_hook_event
 from gatewayd.hooks.registry import DispatchReport, dispatching
 from gatewayd.sessions import SessionEntry, SessionManager, message, read_bootstrap_files
+from gatewayd.tickets import wake_first
 from gatewayd.timestamps import iso_now
 from gatewayd.triggers import Dispatcher, QueueClosed, Ticket, TriggerQueue
 
@@ -158,13 +159,8 @@ class _SessionLock:
 
     def _hand_off(self) -> None:
         """The holder leaves: the lock goes to the first waiter still waiting, else is free."""
-        waiters = self.waiters
-        while waiters:
-            waiter = waiters.popleft()
-            if not waiter.done():  # a cancelled waiter's future is done already
-                waiter.set_result(None)
-                return
-        self.held = False
+        if not (self.waiters and wake_first(self.waiters)):
+            self.held = False
 
     def _leave(self) -> None:
         self.users -= 1

@@ -7,10 +7,22 @@ holds only the lanes and the dispatcher.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable
 
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.registry import DispatchReport
+
+
+def wake_first(waiters: deque[asyncio.Future[None]]) -> bool:
+    """Wake the first of ``waiters`` (bare loop futures, oldest first) still waiting; a
+    cancelled waiter's future is done already and is skipped. False when none was."""
+    while waiters:
+        waiter = waiters.popleft()
+        if not waiter.done():
+            waiter.set_result(None)
+            return True
+    return False
 
 
 class QueueFull(Exception):

@@ -34,7 +34,7 @@ from gatewayd.hooks.registry import dispatching
 from gatewayd.journal.base import Commit, Item, Journal, check_recordable
 from gatewayd.journal.memory import MemoryJournal
 from gatewayd.lanes import LaneBounds
-from gatewayd.tickets import QueueClosed, QueueFull, Ticket
+from gatewayd.tickets import QueueClosed, QueueFull, Ticket, wake_first
 
 __all__ = ["Dispatcher", "QueueClosed", "QueueFull", "Ticket", "TriggerQueue"]
 
@@ -362,12 +362,7 @@ class TriggerQueue:
 
     def _wake_worker(self) -> None:
         """Wake the longest idle worker (one cancelled at shutdown is skipped)."""
-        idle = self._idle
-        while idle:
-            waiter = idle.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
+        wake_first(self._idle)
 
     def _wake_putters(self, n: int) -> None:
         putters = self._putters
