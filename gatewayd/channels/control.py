@@ -37,7 +37,6 @@ from gatewayd.channels.admission import Admission, Conn
 from gatewayd.channels.protocol import (
     MAX_LINE,
     OPS,
-    READ_CHUNK,
     LineReader,
     RequestError,
     encode,
@@ -45,6 +44,7 @@ from gatewayd.channels.protocol import (
     parse_request,
 )
 from gatewayd.channels.socketfile import SocketFile
+from gatewayd.channels.transport import TransportStream
 from gatewayd.config import ControlConfig
 from gatewayd.journal.base import JournalError
 from gatewayd.triggers import QueueClosed, QueueFull
@@ -67,6 +67,17 @@ def peer_uid(sock: socket.socket) -> tuple[int, int]:
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     pid, uid, _gid = struct.unpack("3i", creds)
     return pid, uid
+
+
+async def _on_transport(accepted: SocketStream) -> TransportStream:
+    """The accepted connection on the loop's transport (:mod:`.transport` says why); anyio's
+    stream served only to accept it, and is dropped unused."""
+    raw = accepted.extra(SocketAttribute.raw_socket)
+    try:
+        return await TransportStream.attach(raw)
+    except BaseException:
+        raw.close()
+        raise
 
 
 _SUBSCRIBE = "_subscribe"
@@ -183,11 +194,11 @@ class ControlChannel:
     # caught here (and answered ``internal`` when the socket still takes a reply), never
     # passed up to the task group that holds every connection and the listener.
 
-    async def _connection(self, stream: SocketStream) -> None:
+    async def _connection(self, accepted: SocketStream) -> None:
         conn: Conn | None = None
         try:
-            async with stream:
-                conn = self.admission.admit(stream.extra(SocketAttribute.raw_socket))
+            async with await _on_transport(accepted) as stream:
+                conn = self.admission.admit(stream.raw)
                 with conn.scope:
                     await self._guarded(stream, conn)
                 if conn.timed_out:
@@ -205,7 +216,7 @@ class ControlChannel:
             if conn is not None:
                 self.admission.release(conn)
 
-    async def _guarded(self, stream: SocketStream, conn: Conn) -> None:
+    async def _guarded(self, stream: TransportStream, conn: Conn) -> None:
         try:
             pid, uid = peer_uid(conn.raw)
             if uid not in (os.getuid(), 0):
@@ -223,16 +234,16 @@ class ControlChannel:
             log.exception("control.connection_failed", error=f"{type(exc).__name__}: {exc}")
             await self._last_word(stream, "internal", f"{type(exc).__name__}: {exc}")
 
-    async def _last_word(self, stream: SocketStream, code: str, message: str) -> None:
+    async def _last_word(self, stream: TransportStream, code: str, message: str) -> None:
         """One error reply before closing, if the client takes it within a second."""
         with anyio.move_on_after(LAST_WORD_S), contextlib.suppress(Exception):
             await stream.send(encode(error(None, code, message)))
 
-    async def _busy(self, stream: SocketStream) -> None:
+    async def _busy(self, accepted: SocketStream) -> None:
         """Answer a connection over ``maxConnections`` with ``busy`` and close it."""
         self.admission.refusing(+1)
         try:
-            async with stream:
+            async with await _on_transport(accepted) as stream:
                 limit = self.admission.limits().max_connections
                 with anyio.move_on_after(REFUSE_LINGER_S):
                     await self._refuse(
@@ -246,7 +257,7 @@ class ControlChannel:
         finally:
             self.admission.refusing(-1)
 
-    async def _refuse(self, stream: SocketStream, code: str, message: str) -> None:
+    async def _refuse(self, stream: TransportStream, code: str, message: str) -> None:
         """Answer a connection we will not serve with one error, then close it.
 
         The read side stays open a moment after the reply (bounded by :data:`REFUSE_LINGER_S`):
@@ -258,9 +269,9 @@ class ControlChannel:
         with anyio.move_on_after(REFUSE_LINGER_S):
             with contextlib.suppress(anyio.EndOfStream):
                 while True:
-                    await stream.receive(READ_CHUNK)
+                    await stream.receive()
 
-    async def _serve_connection(self, stream: SocketStream, conn: Conn) -> None:
+    async def _serve_connection(self, stream: TransportStream, conn: Conn) -> None:
         # Replies to a pipelining client are written in batches: a reply is held back while the
         # next request is already buffered (up to MAX_PENDING replies), and everything held is
         # written before waiting for more input or on hooks, so no reply waits on a slow one.
@@ -298,7 +309,7 @@ class ControlChannel:
         await flush()
 
     async def _stream_session(
-        self, stream: SocketStream, lines: LineReader, conn: Conn, session_key: str
+        self, stream: TransportStream, lines: LineReader, conn: Conn, session_key: str
     ) -> None:
         """After ``subscribe``: write the session's outbound messages as they are sent, one JSON
         line each, until the client closes its end (or the daemon stops). A subscriber may be

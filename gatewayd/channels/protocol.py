@@ -20,14 +20,13 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import anyio
-from anyio.abc import SocketStream
 
+from gatewayd.channels.transport import TransportStream
 from gatewayd.hooks.events import EVENT_TYPES, EventKeyError, parse_event_key
 from gatewayd.jsonenc import encoder
 
 MAX_LINE = 1 << 20
 """Longest request line in bytes, newline excluded."""
-READ_CHUNK = 1 << 16
 
 
 class RequestError(Exception):
@@ -322,7 +321,7 @@ class LineReader:
     A last request the peer ends with EOF instead of a newline is still a line.
     """
 
-    def __init__(self, stream: SocketStream) -> None:
+    def __init__(self, stream: TransportStream) -> None:
         self._stream = stream
         self._buf = bytearray()
         self._start = 0  # consumed prefix of _buf, dropped only when more data is needed
@@ -356,7 +355,7 @@ class LineReader:
             if self._eof:
                 raise anyio.EndOfStream
             try:
-                chunk = await self._stream.receive(READ_CHUNK)
+                chunk = await self._stream.receive()
             except anyio.EndOfStream:
                 # The peer is done sending (closed, or shut its write side down): a last request
                 # without a newline is still answered. Whitespace alone is not a request.
