@@ -30,9 +30,10 @@ commands, the current session (and ``previousSessionEntry`` is ``None``).
 from __future__ import annotations
 
 import asyncio
+import itertools
+import os
 import re
 import time
-import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
@@ -70,6 +71,18 @@ def parse_command(text: str) -> Command | None:
     if match is None:
         return None
     return Command(match["name"], (match["args"] or "").strip())
+
+
+_MESSAGE_ID_PREFIX = os.urandom(8).hex()
+_message_numbers = itertools.count(1)
+
+
+def message_id() -> str:
+    """A fresh ``messageId``: 32 hex digits, a random 64-bit prefix drawn once per process and
+    a 64-bit counter, so unique within the run and (by the prefix) across runs. Not
+    ``uuid.uuid4().hex`` (same length and alphabet): building a ``UUID`` a message was 3% of
+    the loop's GIL samples (py-spy, issue 18 session 6, bench/NOTES.md)."""
+    return f"{_MESSAGE_ID_PREFIX}{next(_message_numbers):016x}"
 
 
 def epoch_ms() -> int:
@@ -392,7 +405,7 @@ class CommandRouter:
             sessionKey=msg.session_key,
             timestamp=epoch_ms(),
             conversationId=msg.session_key,
-            messageId=uuid.uuid4().hex,
+            messageId=message_id(),
             metadata={"provider": msg.channel, "surface": msg.channel, "senderId": msg.sender_id},
         )
 
