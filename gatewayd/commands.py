@@ -46,7 +46,7 @@ import structlog
 
 from gatewayd.hooks.events import HookEvent, create_hook_event
 from gatewayd.hooks.registry import DispatchReport, dispatching
-from gatewayd.sessions import SessionEntry, SessionManager, message, read_bootstrap_files
+from gatewayd.sessions import SessionEntry, SessionManager, message_line, read_bootstrap_files
 from gatewayd.tickets import wake_first
 from gatewayd.timestamps import iso_now
 from gatewayd.triggers import Dispatcher, QueueClosed, Ticket, TriggerQueue
@@ -268,9 +268,9 @@ class CommandRouter:
                 traced.append((event, ticket.report))
             messages.extend(str(m) for m in event.messages)
         try:
-            user: list[dict[str, Any]] = []
+            user: list[bytes] = []
             if entry is not None:
-                user.append(message("user", text, senderId=msg.sender_id, channel=msg.channel))
+                user.append(message_line("user", text, senderId=msg.sender_id, channel=msg.channel))
             delivered = await self.send_out(
                 msg.session_key,
                 messages,
@@ -289,7 +289,7 @@ class CommandRouter:
         if self.record_blocked():
             entry = self.sessions.get(msg.session_key)
             if entry is not None:
-                record = message(
+                record = message_line(
                     "user", msg.text, senderId=msg.sender_id, channel=msg.channel, blocked=reason
                 )
                 await self.sessions.append(entry, [record])
@@ -303,12 +303,12 @@ class CommandRouter:
         channel: str,
         entry: SessionEntry | None,
         deliver: Callable[[str], str | None] | None = None,
-        first: list[dict[str, Any]] | None = None,
+        first: list[bytes] | None = None,
     ) -> list[str]:
         """The outbound path of reply lines: ``message:sending`` (which may rewrite or cancel
         each), delivery, the transcript, ``message:sent``. Returns the lines delivered.
 
-        ``first``: transcript records that go before the delivered lines (the user's message),
+        ``first``: transcript lines that go before the delivered lines (the user's message),
         written with them in one append; before ``message:sending`` when a hook subscribes to
         it, so that its handlers find the message in the transcript.
 
@@ -350,7 +350,7 @@ class CommandRouter:
             outcomes.append((content, reason, error, epoch_ms()))
         if delivered:
             now = iso_now()
-            records = [*records, *(message("assistant", t, now) for t in delivered)]
+            records = [*records, *(message_line("assistant", t, now) for t in delivered)]
         if entry is not None and records:  # one write a message, not two (issue 18)
             await self.sessions.append(entry, records)
         if outcomes:

@@ -15,7 +15,9 @@ from gatewayd.sessions import (
     SessionEntry,
     SessionManager,
     TranscriptLimits,
+    json_line,
     message,
+    message_line,
 )
 from tests.support.fixtures import StartDaemon
 from tests.support.state import session_table
@@ -27,7 +29,7 @@ def contents(path: Path) -> list[Any]:
 
 def append(manager: SessionManager, entry: SessionEntry, *texts: str) -> None:
     async def run() -> None:
-        await manager.append(entry, [message("user", t) for t in texts])
+        await manager.append(entry, [message_line("user", t) for t in texts])
 
     anyio.run(run)
 
@@ -92,7 +94,7 @@ def test_open_transcripts_are_bounded_and_rotation_still_applies(tmp_path: Path)
         entries = [await manager.start(f"k{i}") for i in range(100)]
         for round_ in range(3):
             for entry in entries:
-                await manager.append(entry, [message("user", f"{round_}-" + "x" * 100)])
+                await manager.append(entry, [message_line("user", f"{round_}-" + "x" * 100)])
         return entries
 
     entries = anyio.run(run)
@@ -119,3 +121,27 @@ def test_a_transcript_moved_away_under_a_running_daemon_gets_the_next_message(
     assert contents(path) == ["three"]
     assert contents(path.with_name("kept.jsonl")) == ["one"]
     assert daemon.stop() == 0
+
+
+TEXTS = [
+    "",
+    "hello gateway",
+    'quotes " and \\ backslash',
+    "control \x00 \x01 \x1f \t \n \r \x7f",
+    "unicode é ü 中文 \u2028 \u2029 🎉",
+    "a lone surrogate \ud800 and \udfff",
+    "/new args",
+]
+
+
+def test_a_message_line_is_the_json_of_its_record() -> None:
+    # message_line() formats the line itself (issue 18): the same bytes json_line() writes.
+    for text in TEXTS:
+        for extra in ({}, {"senderId": text, "channel": "control"}, {"blocked": text}):
+            line = message_line("user", text, "2025-01-31T09:15:02.347Z", **extra)
+            assert line == json_line(message("user", text, "2025-01-31T09:15:02.347Z", **extra))
+            assert line.endswith(b"\n") and line.count(b"\n") == 1
+            assert json.loads(line)["content"] == text
+    stamped = json.loads(message_line("assistant", "hi"))
+    assert list(stamped) == ["role", "content", "timestamp"]
+    assert stamped["timestamp"].endswith("Z")
