@@ -100,6 +100,7 @@ class Dispatcher:
         journal = queue.journal
         done_mark = journal.done
         started_mark = journal.started
+        redelivered = journal.redelivered  # told when their dispatch starts (empty: no call)
         waiting = queue.bounds.waiting  # session key -> its posters waiting for room
         unhold = queue.bounds.remove
         latency = self._latency
@@ -123,7 +124,7 @@ class Dispatcher:
             done = errors = timeouts = freed = 0
             try:
                 for event, ticket, _, seq, only in batch:
-                    if seq:
+                    if seq and redelivered:
                         started_mark(seq)
                     try:
                         report = await dispatch(event, only)

@@ -111,8 +111,9 @@ class SqliteJournal(Journal):
         """seq -> wall time accepted, of every event not yet done (insertion = seq order)."""
         self._accepted_at = 0.0
         """The wall time of the first append to the commit being filled."""
-        self._recovered: set[int] = set()
-        """Items redelivered at open whose dispatch has not begun yet (see :meth:`started`)."""
+        self.redelivered: set[int] = set()
+        """Items redelivered at open (or retried) whose dispatch has not begun yet (see
+        :meth:`started`)."""
         self._dead_letters = 0
         self._trim_countdown = TRIM_EVERY
         self.commits = 0
@@ -235,7 +236,7 @@ class SqliteJournal(Journal):
             )
             event.id = f"{self._epoch}-{seq}"
             self._pending[seq] = now
-            self._recovered.add(seq)
+            self.redelivered.add(seq)
             hooks = tuple(json.loads(only)) if only else None
             items.append((event, None, perf_counter(), seq, hooks))
         return items
@@ -270,8 +271,8 @@ class SqliteJournal(Journal):
     def started(self, seq: int) -> None:
         """A redelivered item's dispatch begins: counted in the file, so that one whose
         dispatch keeps ending with the daemon is dead-lettered (:func:`store.recover`)."""
-        if seq in self._recovered:
-            self._recovered.discard(seq)
+        if seq in self.redelivered:
+            self.redelivered.discard(seq)
             conn = self._conn
             if conn is not None:
                 self._jobs.put(lambda: store.note_started(conn, seq))
