@@ -225,7 +225,7 @@ def reload_rss(binary: NodeBinary, hook_dir: Path, reloads: int) -> dict[str, An
     return result
 
 
-FRESH_RELOADS = 200
+FRESH_RELOADS = 100
 
 
 @needs_wheel
@@ -248,10 +248,11 @@ def test_1000_reloads_in_place_keep_the_worker_rss_flat(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_reloads_in_fresh_workers_leave_no_process(tmp_path: Path) -> None:
-    """Each load in a worker of its own (a Node without ``registerHooks``): 200 of them. This
+    """Each load in a worker of its own (a Node without ``registerHooks``): 100 of them. This
     test checks that no replaced worker is left behind, which ``settled == 2`` does exactly at
-    any count; at 1,000 it was the suite's longest test by far (174 s, a Node start per load).
-    The 1,000-reload memory test is the in-place one above, the path of every Node >= 22.15."""
+    any count; at 1,000 it was the suite's longest test by far (174 s, a Node start per load),
+    and at 200 still its largest user of CPU (17 s, 49 s on one worker under load). The
+    1,000-reload memory test is the in-place one above, the path of every Node >= 22.15."""
     binary = old_node()
     assert binary is not None
     hook_dir = write_js_hook(
@@ -264,8 +265,8 @@ def test_reloads_in_fresh_workers_leave_no_process(tmp_path: Path) -> None:
         },
     )
     result = reload_rss(binary, hook_dir, FRESH_RELOADS)
-    rss = result["rss"]
-    assert max(rss[len(rss) // 2 :]) - max(rss[5 : len(rss) // 2]) < 8 * 1024, rss
+    rss = result["rss"]  # a sample every 10 loads, each of a fresh worker: 2 skipped as warm-up
+    assert max(rss[len(rss) // 2 :]) - max(rss[2 : len(rss) // 2]) < 8 * 1024, rss
     assert len(result["pids"]) == FRESH_RELOADS
     # Current, spare, and the last few replaced ones still stopping (two on a quiet machine,
     # more while their exits queue for a loaded CPU: 5 seen with the load average at 10):
