@@ -217,8 +217,13 @@ class CommandRouter:
         """``hooks.recordBlocked``: whether a blocked message still goes to the transcript."""
         self._locks = SessionLocks()
 
-    def _event(self, type_: str, action: str, session_key: str, **context: Any) -> HookEvent:
-        event = create_hook_event(type_, action, session_key, {**context, **self.base(session_key)})
+    def _event(
+        self, type_: str, action: str, session_key: str, context: dict[str, Any]
+    ) -> HookEvent:
+        """An event of ``session_key`` with ``context`` (a dict of the caller's own, taken as
+        it is) plus the gateway's base for the session."""
+        context.update(self.base(session_key))
+        event = create_hook_event(type_, action, session_key, context)
         parent = dispatching.get()  # set when a handler caused this (deliver / send)
         if parent is not None:
             event.chain = (*parent.chain, parent.key)
@@ -332,10 +337,12 @@ class CommandRouter:
                     "message",
                     "sending",
                     session_key,
-                    to=to,
-                    content=text,
-                    channelId=channel,
-                    sessionKey=session_key,
+                    {
+                        "to": to,
+                        "content": text,
+                        "channelId": channel,
+                        "sessionKey": session_key,
+                    },
                 )
                 await self.dispatcher.dispatch_now(sending)
                 result = sending.result or {}
@@ -379,13 +386,15 @@ class CommandRouter:
                 "message",
                 "sent",
                 session_key,
-                to=to,
-                content=content,
-                channelId=channel,
-                sessionKey=session_key,
-                success=reason is None and error is None,
-                timestamp=timestamp,
-                conversationId=session_key,
+                {
+                    "to": to,
+                    "content": content,
+                    "channelId": channel,
+                    "sessionKey": session_key,
+                    "success": reason is None and error is None,
+                    "timestamp": timestamp,
+                    "conversationId": session_key,
+                },
             )
             if reason is not None:
                 sent.context["reason"] = reason
@@ -399,14 +408,20 @@ class CommandRouter:
             "message",
             "received",
             msg.session_key,
-            **{"from": msg.sender_id},
-            content=msg.text,
-            channelId=msg.channel,
-            sessionKey=msg.session_key,
-            timestamp=epoch_ms(),
-            conversationId=msg.session_key,
-            messageId=message_id(),
-            metadata={"provider": msg.channel, "surface": msg.channel, "senderId": msg.sender_id},
+            {
+                "from": msg.sender_id,
+                "content": msg.text,
+                "channelId": msg.channel,
+                "sessionKey": msg.session_key,
+                "timestamp": epoch_ms(),
+                "conversationId": msg.session_key,
+                "messageId": message_id(),
+                "metadata": {
+                    "provider": msg.channel,
+                    "surface": msg.channel,
+                    "senderId": msg.sender_id,
+                },
+            },
         )
 
     def _submitter(
@@ -447,11 +462,13 @@ class CommandRouter:
             "session",
             action,
             entry.session_key,
-            sessionEntry=entry.to_json(),
-            sessionId=entry.session_id,
-            sessionFile=str(entry.session_file),
-            sessionKey=entry.session_key,
-            reason=reason,
+            {
+                "sessionEntry": entry.to_json(),
+                "sessionId": entry.session_id,
+                "sessionFile": str(entry.session_file),
+                "sessionKey": entry.session_key,
+                "reason": reason,
+            },
         )
 
     def _command_event(
@@ -465,13 +482,15 @@ class CommandRouter:
             "command",
             command.name,
             msg.session_key,
-            sessionEntry=_entry_json(entry),
-            previousSessionEntry=_entry_json(previous),
-            sessionId=entry.session_id if entry else None,
-            sessionFile=str(entry.session_file) if entry else None,
-            commandSource=msg.channel,
-            senderId=msg.sender_id,
-            args=command.args,
+            {
+                "sessionEntry": _entry_json(entry),
+                "previousSessionEntry": _entry_json(previous),
+                "sessionId": entry.session_id if entry else None,
+                "sessionFile": str(entry.session_file) if entry else None,
+                "commandSource": msg.channel,
+                "senderId": msg.sender_id,
+                "args": command.args,
+            },
         )
 
     async def _start_session(
@@ -495,9 +514,11 @@ class CommandRouter:
             "agent",
             "bootstrap",
             session_key,
-            bootstrapFiles=files,
-            sessionKey=session_key,
-            sessionId=entry.session_id if entry else None,
+            {
+                "bootstrapFiles": files,
+                "sessionKey": session_key,
+                "sessionId": entry.session_id if entry else None,
+            },
         )
 
     async def bootstrap(self, session_key: str) -> list[Any]:
