@@ -67,6 +67,70 @@ def expanded_size(root: Any, limit: int) -> int | None:
     return sizes.get(id(root), 1)
 
 
+_STR = "tag:yaml.org,2002:str"
+_SEQ = "tag:yaml.org,2002:seq"
+_MAP = "tag:yaml.org,2002:map"
+_SPECIAL_KEYS = frozenset({"tag:yaml.org,2002:merge", "tag:yaml.org,2002:value"})
+_SCALARS = frozenset(
+    f"tag:yaml.org,2002:{name}" for name in ("null", "bool", "int", "float", "binary", "timestamp")
+)
+"""Scalar tags whose safe constructor is a plain function of the node (not a generator)."""
+
+
+class _NotPlain(Exception):
+    """A node the plain construction leaves to PyYAML's constructor."""
+
+
+def _plain(loader: Any, node: yaml.Node) -> Any:
+    """What PyYAML's safe constructor builds from ``node``, for a plain document: maps, lists
+    and scalars of the standard tags, no merge (``<<``) or value (``=``) keys. Anything else
+    raises :class:`_NotPlain`.
+
+    PyYAML's constructor spends ~17 us on a typical HOOK.md frontmatter (15 nodes: a generator
+    per collection, a memo, the deep/shallow bookkeeping aliases need); this walk takes ~4 us,
+    ~13 ms of a cold load of 1,000 hooks (bench/NOTES.md, issue 18, session 6). Scalars other
+    than strings go through PyYAML's own constructor functions, so ints, floats and timestamps
+    read exactly as before.
+    """
+    kind = node.__class__
+    tag = node.tag
+    if kind is yaml.ScalarNode:
+        if tag == _STR:
+            return node.value
+        if tag not in _SCALARS:
+            raise _NotPlain
+        return loader.yaml_constructors[tag](loader, node)
+    if kind is yaml.MappingNode and tag == _MAP:
+        mapping = {}
+        for key_node, value_node in node.value:
+            if key_node.__class__ is not yaml.ScalarNode or key_node.tag in _SPECIAL_KEYS:
+                raise _NotPlain
+            mapping[_plain(loader, key_node)] = _plain(loader, value_node)
+        return mapping
+    if kind is yaml.SequenceNode and tag == _SEQ:
+        return [_plain(loader, item) for item in node.value]
+    raise _NotPlain
+
+
+def _load(text: str) -> Any:
+    """``yaml.load(text, Loader=Yaml12Loader)``, built by :func:`_plain` when the document is
+    plain and has no alias (``*``: an aliased node is one object in PyYAML's result, and may
+    contain itself)."""
+    loader = Yaml12Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if "*" not in text:
+            try:
+                return _plain(loader, node)
+            except _NotPlain:
+                pass
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def load_yaml(text: str, source: str) -> Any:
     """Parse one YAML document; raise :class:`YamlError` naming ``source`` and the position.
 
@@ -75,7 +139,7 @@ def load_yaml(text: str, source: str) -> Any:
     ``cfg``) would expand every alias.
     """
     try:
-        data = yaml.load(text, Loader=Yaml12Loader)
+        data = _load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
