@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from gatewayd.atomic import atomic_write
+from gatewayd.atomic import atomic_write, read_regular
 from gatewayd.config import Config
 from gatewayd.config_edit import add_extra_dir, remove_extra_dir
 from gatewayd.exits import did_you_mean
@@ -54,6 +54,8 @@ from gatewayd.paths import is_inside
 from gatewayd.timestamps import iso_now
 
 RECORDS_NAME: Final = ".installs.json"
+RECORDS_LIMIT: Final = 16 << 20
+"""The largest install-record file read (a record is a few hundred bytes a hook)."""
 LOCK_NAME: Final = ".installs.lock"
 RECORDS_VERSION: Final = 1
 
@@ -74,7 +76,8 @@ class InstallRecords:
         (it is never overwritten blindly: it is what uninstall relies on)."""
         records = cls(managed)
         try:
-            raw = json.loads(records.path.read_text(encoding="utf-8"))
+            # read_regular: a FIFO or device put there would otherwise block this read for ever
+            raw = json.loads(read_regular(records.path, RECORDS_LIMIT).decode("utf-8"))
         except FileNotFoundError:
             return records
         except (OSError, ValueError) as exc:

@@ -14,6 +14,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.archives import make_tar, make_zip, tree, write_tree
 from tests.support.cli import RunCli, ok, refused
 from tests.support.hooks import hook_files, hook_md
@@ -259,13 +261,20 @@ def test_force_also_replaces_a_hand_made_directory(
     assert records(state_dir)["mine"]["source"] == str(src)
 
 
+@pytest.mark.parametrize("damage", ["not json", "fifo"])
 def test_a_damaged_record_file_stops_install(
-    run_cli: RunCli, state_dir: Path, tmp_path: Path
+    run_cli: RunCli, state_dir: Path, tmp_path: Path, damage: str
 ) -> None:
     (state_dir / "hooks").mkdir()
-    (state_dir / "hooks" / ".installs.json").write_text("{not json")
+    path = state_dir / "hooks" / ".installs.json"
+    if damage == "fifo":
+        os.mkfifo(path)  # read as a file, it would block install (and uninstall) for ever
+    else:
+        path.write_text("{not json")
     src = write_tree(tmp_path / "x", hook_files("x"))
-    refused(run_cli("hooks", "install", str(src)), "cannot read the install records")
+    message = refused(run_cli("hooks", "install", str(src)), "cannot read the install records")
+    if damage == "fifo":
+        assert "a FIFO, device or socket, not a regular file" in message
     assert visible(state_dir) == []
 
 
