@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.abc
-import importlib.util
 import itertools
 import os
 import re
@@ -176,6 +175,25 @@ def _file_spec(name: str, loader: HookImporter, origin: str, package_dir: str | 
     return spec
 
 
+def _new_module(spec: ModuleSpec) -> types.ModuleType:
+    """What ``importlib.util.module_from_spec(spec)`` makes of one of this importer's specs
+    (a loader that leaves module creation to the default): the same attributes, set directly.
+    ``module_from_spec``'s generic path (``hasattr`` probes, ``getattr`` before each attribute)
+    was ~5 us of each hook's cold load, two modules a hook (bench/NOTES.md, issue 18, session 6).
+    """
+    module = types.ModuleType(spec.name)
+    module.__loader__ = spec.loader
+    module.__package__ = spec.parent
+    module.__spec__ = spec
+    if spec.submodule_search_locations is not None:
+        module.__path__ = spec.submodule_search_locations
+    if spec.has_location:
+        module.__file__ = spec.origin
+        if spec.cached is not None:
+            module.__cached__ = spec.cached
+    return module
+
+
 class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finder and loader for everything under its root package; see the module docstring.
 
@@ -275,7 +293,7 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         package.modules.clear()
 
     def _create(self, spec: ModuleSpec) -> types.ModuleType:
-        module = importlib.util.module_from_spec(spec)
+        module = _new_module(spec)
         sys.modules[spec.name] = module
         self.exec_module(module)
         return module
