@@ -190,7 +190,7 @@ def _new_module(spec: ModuleSpec) -> types.ModuleType:
     if spec.has_location:
         module.__file__ = spec.origin
         if spec.cached is not None:
-            module.__cached__ = spec.cached
+            module.__cached__ = spec.cached  # type: ignore[attr-defined]
     return module
 
 

@@ -401,7 +401,7 @@ def parse_manifest(text: str, path: Path, *, source: str | None = None) -> HookM
 
     metadata = _metadata_mapping(raw.get("metadata"), where)
     namespace, prefix, ns_raw, notes = _select_metadata(raw, metadata, where)
-    meta = ElizaMeta()
+    meta: ElizaMeta | None = None
     if ns_raw is None:
         ns_raw = {}
     if not isinstance(ns_raw, dict):
@@ -411,6 +411,8 @@ def parse_manifest(text: str, path: Path, *, source: str | None = None) -> HookM
             meta = ElizaMeta.model_validate(ns_raw)
         except ValidationError as exc:
             errors += _type_errors(exc, ns_raw, where, prefix)
+    if meta is None:  # the defaults, so that the checks below still run
+        meta = ElizaMeta()
 
     keys, event_warnings = resolve_all(meta.events)
     notes += [f"{prefix}{warning}" for warning in event_warnings]
