@@ -154,19 +154,25 @@ def read_regular(path: str | os.PathLike[str], limit: int, *, head: bool = False
     """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO, device or socket"
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO, device or socket"
             raise NotRegularFile(f"{os.fspath(path)} is {kind}, not a regular file")
         chunks: list[bytes] = []
         size = 0
         want = limit if head else limit + 1  # one byte more tells a file over the limit
+        # Reads sized from what fstat says, doubling while the file grows: os.read(fd, n)
+        # allocates n bytes first, and a fixed 1 MiB request made each small file's read cost
+        # heap growth and page faults (~400 page faults in a cold load of 1,000 hooks, for
+        # the end-of-file read alone; bench/NOTES.md, issue 18, session 6).
+        step = st.st_size + 1
         while size < want:
-            chunk = os.read(fd, min(1 << 20, want - size))
+            chunk = os.read(fd, min(step, want - size))
             if not chunk:
                 break
             chunks.append(chunk)
             size += len(chunk)
+            step = min(step * 2, 1 << 20)
     finally:
         os.close(fd)
     if size > limit:

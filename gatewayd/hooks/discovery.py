@@ -355,22 +355,23 @@ def discover(spec: LoadSpec, manifests: ManifestCache | None = None) -> Discover
             continue
         for hook in found:
             hooks.append(hook)
-            first = in_root.get(hook.name)
+            name = hook.name
+            first = in_root.get(name)
             if first is not None:
                 hook.shadowed_by = (
-                    f"duplicate name {hook.name!r} in the {root.source} root: "
+                    f"duplicate name {name!r} in the {root.source} root: "
                     f"{first.path} comes first and wins"
                 )
                 continue
-            in_root[hook.name] = hook
+            in_root[name] = hook
             if root.qualifier is not None:
                 continue  # replaces a shared hook only in its own scope (the registry's plan)
-            previous = winner.get(hook.name)
+            previous = winner.get(name)
             if previous is not None:
                 previous.shadowed_by = (
                     f"shadowed by the {root.source} hook at {hook.path} "
                     f"(a later root wins a name conflict)"
                 )
-            winner[hook.name] = hook
+            winner[name] = hook
     manifests.retain_read()
     return Discovery(roots, hooks, rejected, not_hooks)

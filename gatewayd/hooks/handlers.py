@@ -39,6 +39,26 @@ class HandlerSignatureError(TypeError):
     """A handler that cannot be called as ``handler(event)`` or ``handler(event, ctx)``."""
 
 
+class HookLog:
+    """``structlog.get_logger("gatewayd.hook").bind(hook=<name>)``, bound when first used.
+
+    Most hooks never log through ``ctx.log``; binding a logger for each one at load time was
+    ~2.7 us and three objects of each hook's cold load (bench/NOTES.md, issue 18, session 6).
+    """
+
+    __slots__ = ("_bound", "_hook")
+
+    def __init__(self, hook: str) -> None:
+        self._hook = hook
+        self._bound: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        bound = self._bound
+        if bound is None:
+            bound = self._bound = structlog.get_logger("gatewayd.hook").bind(hook=self._hook)
+        return getattr(bound, name)
+
+
 @dataclass(frozen=True, slots=True)
 class HookContext:
     """The optional second handler argument: who the hook is and what it may use."""
@@ -50,7 +70,7 @@ class HookContext:
     env: Mapping[str, str]
     """The process environment merged with the entry's ``env``."""
     log: Any
-    """A structlog logger bound to ``hook=<name>``."""
+    """A structlog logger bound to ``hook=<name>`` (:class:`HookLog`)."""
     state_dir: Path
     workspace_dir: Path
     gateway: GatewayHandle | None = None
@@ -193,7 +213,7 @@ def make_handler(
             hook_key=hook_key or hook,
             config={},
             env={},
-            log=structlog.get_logger("gatewayd.hook").bind(hook=hook),
+            log=HookLog(hook),
             state_dir=Path(),
             workspace_dir=Path(),
         )

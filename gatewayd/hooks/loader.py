@@ -51,6 +51,7 @@ from gatewayd.hooks.handlers import (
     HandlerKind,
     HandlerSignatureError,
     HookContext,
+    HookLog,
     make_handler,
 )
 from gatewayd.hooks.hermes import ENTRY_POINT, hermes_handler
@@ -319,7 +320,7 @@ class _Builder:
             hook_key=hook_key,
             config=entry.settings,
             env=env,
-            log=structlog.get_logger("gatewayd.hook").bind(hook=name),
+            log=HookLog(name),
             state_dir=self.spec.state_dir,
             workspace_dir=self.spec.workspace_dir,
             gateway=self.gateway,
@@ -540,7 +541,8 @@ class _Builder:
                 )
             )
             return
-        entry = self.spec.entry(hook.hook_key)
+        name, hook_key = hook.name, hook.hook_key
+        entry = self.spec.entry(hook_key)
         check = self.checker.check(manifest, entry)
         opted_out = not manifest.enabled and not entry.explicit
         enabled = entry.enabled and hooks_enabled and not opted_out
@@ -552,8 +554,8 @@ class _Builder:
             replaces=manifest.name if root.qualifier else None,
         )
         record = HookRecord(
-            name=hook.name,
-            hook_key=hook.hook_key,
+            name=name,
+            hook_key=hook_key,
             agent=root.agent,
             subagent=root.subagent,
             agents=sorted(restriction) if restriction is not None else None,
@@ -591,7 +593,7 @@ class _Builder:
             record.status, record.reasons = "disabled", ["disabled in config"]
             return
         if opted_out:
-            record.status, record.reasons = "disabled", [opt_in_reason(hook.hook_key)]
+            record.status, record.reasons = "disabled", [opt_in_reason(hook_key)]
             return
         if hook.single_file:
             self.add_file(hook, record, entry, allowed_roots, scope)
@@ -612,8 +614,8 @@ class _Builder:
                     "move the hook directory into a hook root instead of linking to it"
                 )
             handler = self.make(
-                name=hook.name,
-                hook_key=hook.hook_key,
+                name=name,
+                hook_key=hook_key,
                 entry=entry,
                 handler_file=hook.handler,
                 directory=directory,
