@@ -764,38 +764,6 @@ class _Builder:
         )
 
 
-class _CollectionsPaused:
-    """``with _CollectionsPaused():`` automatic garbage collection is off inside (``gc.disable``),
-    for every thread, and back on when the last such block ends, unless it was off before the
-    first began.
-
-    A build allocates tens of thousands of objects and keeps nearly all of them (modules,
-    functions, manifests, handlers): every young collection during it scans survivors only. A
-    cold load of 1,000 hooks ran ~90 of them, ~15 ms of its ~300 ms of CPU (bench/NOTES.md,
-    issue 18, session 6). What a build leaves as garbage is collected after it (see
-    :meth:`HookLoader.build`), or by the next automatic collection.
-    """
-
-    _lock = threading.Lock()
-    _depth = 0
-    _resume = False
-
-    def __enter__(self) -> None:
-        cls = _CollectionsPaused
-        with cls._lock:
-            if cls._depth == 0:
-                cls._resume = gc.isenabled()
-                gc.disable()
-            cls._depth += 1
-
-    def __exit__(self, *exc_info: object) -> None:
-        cls = _CollectionsPaused
-        with cls._lock:
-            cls._depth -= 1
-            if cls._depth == 0 and cls._resume:
-                gc.enable()
-
-
 class HookLoader:
     """Loads one gateway's hooks from disk.
 
@@ -831,9 +799,8 @@ class HookLoader:
 
             # Each try runs in a thread of its own with its imports bounded; when one overruns,
             # that try is abandoned and the load tried again, failing that hook at once.
-            with _CollectionsPaused():
-                while isinstance(outcome := run_watched(attempt), Overrun):
-                    overruns[outcome.key] = outcome.message
+            while isinstance(outcome := run_watched(attempt), Overrun):
+                overruns[outcome.key] = outcome.message
             result, packages = outcome
             # The previous generation's modules are cycles (functions <-> module dicts);
             # collect them now rather than whenever the allocator decides to. A first load
