@@ -77,10 +77,19 @@ def real_path(
     return real, os.stat(real)
 
 
-def check_file(path: str | os.PathLike[str], inside: str, *, allow_links: bool) -> str:
+def check_file(
+    path: str | os.PathLike[str],
+    inside: str,
+    *,
+    allow_links: bool,
+    safe_dirs: set[str] | None = None,
+) -> str:
     """The real path of ``path`` (a path under ``inside``, itself a real path) after checking it
     is a regular file inside ``inside`` with one link. Raises :class:`UnsafePathError` saying
-    what is wrong and how to fix it."""
+    what is wrong and how to fix it.
+
+    ``safe_dirs``: directories already found safe (no other user may write them) in this load;
+    they are not checked again, and the ones checked here are added."""
     try:
         real, st = real_path(path, inside, inside)
     except OSError as exc:
@@ -92,7 +101,7 @@ def check_file(path: str | os.PathLike[str], inside: str, *, allow_links: bool) 
         )
     if not stat.S_ISREG(st.st_mode):
         raise UnsafePathError(f"{path}: is not a regular file")
-    _check_writers(path, real, st, inside)
+    _check_writers(path, real, st, inside, safe_dirs)
     if not allow_links and st.st_nlink > 1:
         raise UnsafePathError(
             f"{path}: is hard-linked ({st.st_nlink} links), so its content may come from "
@@ -101,9 +110,9 @@ def check_file(path: str | os.PathLike[str], inside: str, *, allow_links: bool) 
     return real
 
 
-def _writers_problem(st: os.stat_result) -> str | None:
-    """Why a file or directory with this ``stat`` may be changed by another user, or None."""
-    euid = os.geteuid()
+def _writers_problem(st: os.stat_result, euid: int) -> str | None:
+    """Why a file or directory with this ``stat`` may be changed by another user than ``euid``
+    (or root), or None."""
     if st.st_uid not in (0, euid):
         return (
             f"is owned by uid {st.st_uid}, another user; hook files must belong to root or to "
@@ -118,21 +127,30 @@ def _writers_problem(st: os.stat_result) -> str | None:
 
 
 def _check_writers(
-    path: str | os.PathLike[str], real: str, st: os.stat_result, inside: str
+    path: str | os.PathLike[str],
+    real: str,
+    st: os.stat_result,
+    inside: str,
+    safe_dirs: set[str] | None,
 ) -> None:
     """Refuse code another user could change: the file, each directory from it up to the hook
-    directory ``inside``, and the hook root holding that. Raises :class:`UnsafePathError`."""
-    if problem := _writers_problem(st):
+    directory ``inside``, and the hook root holding that. Raises :class:`UnsafePathError`.
+    Directories in ``safe_dirs`` are not checked again; those found safe are added."""
+    euid = os.geteuid()
+    if problem := _writers_problem(st, euid):
         raise UnsafePathError(f"{path}: {problem}")
     directory = os.path.dirname(real)
     stop = os.path.dirname(inside.rstrip(os.sep)) or os.sep
     while True:
-        try:
-            dir_st = os.stat(directory)
-        except OSError as exc:
-            raise UnsafePathError(f"{directory}: cannot stat: {exc.strerror or exc}") from None
-        if problem := _writers_problem(dir_st):
-            raise UnsafePathError(f"{path}: its directory {directory} {problem}")
+        if safe_dirs is None or directory not in safe_dirs:
+            try:
+                dir_st = os.stat(directory)
+            except OSError as exc:
+                raise UnsafePathError(f"{directory}: cannot stat: {exc.strerror or exc}") from None
+            if problem := _writers_problem(dir_st, euid):
+                raise UnsafePathError(f"{path}: its directory {directory} {problem}")
+            if safe_dirs is not None:
+                safe_dirs.add(directory)
         if directory == stop or len(directory) <= len(stop):
             return
         directory = os.path.dirname(directory)
@@ -214,6 +232,11 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self._used: set[str] = set()
         self._dropped = 0
         """Modules taken out of ``sys.modules`` since the last :meth:`retain`."""
+        self.safe_dirs: set[str] | None = None
+        """While a load runs (:meth:`install` to :meth:`retain`): the directories its imports
+        found safe, each checked once per load rather than once per file (the hook root was
+        stat-ed for every hook: ~2.5 us of each hook's cold load; bench/NOTES.md, issue 18,
+        session 6). ``None`` between loads: a sibling imported then is checked in full."""
         self._lock = threading.RLock()
 
     # -- the importlib protocol (sibling modules a hook imports) ---------------------------
@@ -258,7 +281,12 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if spec.origin is None or not spec.has_location:
             return  # a package directory: nothing to run
         assert package is not None
-        real = check_file(spec.origin, package.directory, allow_links=package.allow_links)
+        real = check_file(
+            spec.origin,
+            package.directory,
+            allow_links=package.allow_links,
+            safe_dirs=self.safe_dirs,
+        )
         # os.open + fstat + read, ~2 us less than open(): no buffer object, no isatty probe.
         source = read_regular(real, sys.maxsize)
         exec(self._compile(source, spec.origin), module.__dict__)
@@ -277,8 +305,10 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     # -- used by the loader ---------------------------------------------------------------
 
     def install(self) -> None:
-        """Put this importer first on ``sys.meta_path`` (idempotent)."""
+        """Start a load: put this importer first on ``sys.meta_path`` (idempotent) and start
+        remembering the directories found safe (:attr:`safe_dirs`) until :meth:`retain`."""
         with self._lock:
+            self.safe_dirs = set()
             if self not in sys.meta_path:
                 sys.meta_path.insert(0, self)
             if self.root not in sys.modules:
@@ -334,6 +364,7 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         modules left ``sys.modules`` since the previous call (the old generation, now garbage
         once no running handler holds it)."""
         with self._lock:
+            self.safe_dirs = None
             for name in [n for n in self._packages if n not in names]:
                 self.purge(name)
                 del self._packages[name]

@@ -799,8 +799,12 @@ class HookLoader:
 
             # Each try runs in a thread of its own with its imports bounded; when one overruns,
             # that try is abandoned and the load tried again, failing that hook at once.
-            while isinstance(outcome := run_watched(attempt), Overrun):
-                overruns[outcome.key] = outcome.message
+            try:
+                while isinstance(outcome := run_watched(attempt), Overrun):
+                    overruns[outcome.key] = outcome.message
+            except BaseException:
+                self.importer.safe_dirs = None  # as retain() does: the load is over
+                raise
             result, packages = outcome
             # The previous generation's modules are cycles (functions <-> module dicts);
             # collect them now rather than whenever the allocator decides to. A first load

@@ -123,6 +123,16 @@ class Requires(_Strict):
     config: StrList = Field(default_factory=list)
 
 
+NO_REQUIREMENTS: Final = Requires()
+"""What a hook that declares no ``requires`` has: one instance shared by all of them (the model
+is frozen and nothing changes its lists). Built per manifest it was 8 objects of each hook's
+load (bench/NOTES.md, issue 18, session 6)."""
+
+
+def _no_requirements() -> Requires:
+    return NO_REQUIREMENTS
+
+
 class ElizaMeta(_Strict):
     """``metadata.eliza`` (or ``openclaw`` / ``milady``) as written in the file."""
 
@@ -133,7 +143,7 @@ class ElizaMeta(_Strict):
     events: StrList = Field(default_factory=list)
     export: str | None = None
     os: StrList = Field(default_factory=list)
-    requires: Requires = Field(default_factory=Requires)
+    requires: Requires = Field(default_factory=_no_requirements)
     install: list[dict[str, Any]] = Field(default_factory=list)
     timeout_ms: int | None = Field(None, ge=1)
     priority: int | None = None
@@ -172,7 +182,7 @@ class HookManifest(BaseModel):
     export: str | None = None
     always: bool = False
     os: tuple[str, ...] = ()
-    requires: Requires = Field(default_factory=Requires)
+    requires: Requires = Field(default_factory=_no_requirements)
     install: tuple[dict[str, Any], ...] = ()
     timeout_ms: int | None = None
     priority: int | None = None

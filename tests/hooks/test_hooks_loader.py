@@ -343,6 +343,27 @@ def test_sibling_module_symlink_escaping_is_refused(
     assert f"{hook / 'helper.py'}: resolves to {evil}, outside the hook directory" in rec.reasons[0]
 
 
+def test_a_root_others_may_write_fails_its_hooks_on_the_next_load(
+    roots: Roots, build: Build, write_hook: WriteHook
+) -> None:
+    # A load remembers the directories it found safe (importer.safe_dirs), for that load only:
+    # a root made writable by others after a load fails every hook in it on the next one.
+    write_hook(roots.managed, "first")
+    write_hook(roots.managed, "second")
+    result = build()
+    assert [record(result, n).status for n in ("first", "second")] == ["ready", "ready"]
+    mode = roots.managed.stat().st_mode
+    roots.managed.chmod(mode | 0o002)
+    try:
+        result = build()
+    finally:
+        roots.managed.chmod(mode)
+    for name in ("first", "second"):
+        rec = record(result, name)
+        assert rec.status == "failed"
+        assert f"its directory {roots.managed} is writable by other users" in rec.reasons[0]
+
+
 def test_symlink_inside_the_hook_dir_is_fine(
     roots: Roots, build: Build, write_hook: WriteHook
 ) -> None:
