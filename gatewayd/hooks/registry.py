@@ -208,8 +208,8 @@ class HookRegistry:
         by_key: dict[str, list[Handler]] = {}
         for handler, keys in hooks:
             stats = self.hook_stats.get(handler.hook)
-            if stats is None:
-                stats = self.hook_stats[handler.hook] = HookStats()
+            if stats is None:  # a hook new here: the counters its handler was built with (unused)
+                stats = self.hook_stats[handler.hook] = handler.stats
             handler.stats = stats
             for key in dict.fromkeys(keys):  # a key listed twice still runs the handler once
                 by_key.setdefault(key, []).append(handler)
