@@ -23,6 +23,7 @@ import json
 import os
 import secrets
 import sqlite3
+import stat
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -100,6 +101,16 @@ def connect(path: Path, sync: str) -> tuple[sqlite3.Connection, str]:
 
     Raises :class:`Damaged` when the file exists but is no usable journal, and ``sqlite3.Error``
     / ``OSError`` for anything else (permissions, a missing directory)."""
+    try:
+        kind = os.stat(path).st_mode
+    except FileNotFoundError:
+        pass
+    else:
+        # SQLite fails on a FIFO or a directory with a bare "disk I/O error" or "unable to open"
+        # (the daemon could not start); as a file that is no journal, it is set aside instead.
+        if not stat.S_ISREG(kind):
+            what = "a directory" if stat.S_ISDIR(kind) else "a FIFO, device or socket"
+            raise Damaged(f"{path} is {what}, not a regular file")
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
     try:
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import threading
 from pathlib import Path
 from typing import Any
@@ -126,4 +127,31 @@ def test_a_damaged_journal_is_set_aside_and_the_daemon_starts(
     assert reply["messages"] == []
     assert status["pending"] == 0 and status["backend"] == "sqlite"
     assert read_records(state_dir)[-1]["n"] == -1
+    assert daemon.stop() == 0
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_journal_path_that_is_no_file_is_set_aside_and_the_daemon_starts(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook, kind: str
+) -> None:
+    """SQLite answers a FIFO with "disk I/O error" and a directory with "unable to open": the
+    daemon used to refuse to start on either."""
+    write_hook(state_dir / "hooks", "rec", events=["command:work"], handler=recording_hook())
+    journal = state_dir / "journal" / "events.db"
+    journal.parent.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(journal)
+    else:
+        journal.mkdir()
+    daemon = start_daemon({"hooks": NO_LOGGER})
+    aside = daemon.wait_log("journal.set_aside")
+    assert "not a regular file" in aside["reason"]
+    moved = Path(aside["file"])
+    assert moved.name.startswith("events.db.damaged-")
+    assert (stat.S_ISFIFO if kind == "fifo" else stat.S_ISDIR)(moved.lstat().st_mode)
+    with daemon.control() as control:
+        control.ok("trigger", event="command:work", sessionKey="after", context={"n": 1})
+        status: dict[str, Any] = control.ok("status")["status"]["queue"]["journal"]
+    assert status["backend"] == "sqlite" and journal.is_file()
+    assert read_records(state_dir)[-1]["n"] == 1
     assert daemon.stop() == 0
