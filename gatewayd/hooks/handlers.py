@@ -11,7 +11,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from inspect import CO_VARARGS
+from inspect import CO_COROUTINE, CO_VARARGS
 from pathlib import Path
 from types import FunctionType
 from typing import Any
@@ -146,6 +146,8 @@ class Handler:
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
+    if type(fn) is FunctionType and not fn.__dict__:  # as in _takes_ctx: its code says it
+        return bool(fn.__code__.co_flags & CO_COROUTINE)
     if inspect.iscoroutinefunction(fn):
         return True
     call = getattr(fn, "__call__", None)  # noqa: B004 - an instance with `async def __call__`

@@ -314,6 +314,14 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             if self.root not in sys.modules:
                 importlib.import_module(self.root)
 
+    def note_dir(self, directory: str, st: os.stat_result) -> None:
+        """While a load runs: add ``directory`` (a real path) to :attr:`safe_dirs` when ``st``,
+        its stat from a lookup the caller made anyway, shows no other user may write it; its
+        files' checks then skip one ``stat`` each."""
+        safe_dirs = self.safe_dirs
+        if safe_dirs is not None and _writers_problem(st, os.geteuid()) is None:
+            safe_dirs.add(directory)
+
     def purge(self, name: str) -> None:
         """Drop every module of package ``name`` from ``sys.modules``."""
         package = self._packages.get(name)

@@ -605,7 +605,7 @@ class _Builder:
             if hook.handler is None:
                 raise _Failure(hook.handler_problem or "no handler")
             try:
-                directory = real_path(hook.path, hook.root.path, hook.root.real)[0]
+                directory, dir_st = real_path(hook.path, hook.root.path, hook.root.real)
             except OSError as exc:
                 raise _Failure(f"{hook.path}: cannot stat: {exc.strerror or exc}") from None
             if not any(is_inside(directory, root, strict=True) for root in allowed_roots):
@@ -613,6 +613,7 @@ class _Builder:
                     f"{hook.path}: resolves to {directory}, outside every hook root; "
                     "move the hook directory into a hook root instead of linking to it"
                 )
+            self.importer.note_dir(directory, dir_st)
             handler = self.make(
                 name=name,
                 hook_key=hook_key,

@@ -364,6 +364,21 @@ def test_a_root_others_may_write_fails_its_hooks_on_the_next_load(
         assert f"its directory {roots.managed} is writable by other users" in rec.reasons[0]
 
 
+def test_a_hook_dir_others_may_write_fails_that_hook(
+    roots: Roots, build: Build, write_hook: WriteHook
+) -> None:
+    # The loader's own lstat of each hook directory stands in for the import's stat of it
+    # (importer.note_dir) only when it shows no other writer.
+    write_hook(roots.managed, "tidy")
+    loose = write_hook(roots.managed, "loose")
+    loose.chmod(loose.stat().st_mode | 0o020)
+    result = build()
+    assert record(result, "tidy").status == "ready"
+    rec = record(result, "loose")
+    assert rec.status == "failed"
+    assert f"its directory {loose} is writable by other users" in rec.reasons[0]
+
+
 def test_symlink_inside_the_hook_dir_is_fine(
     roots: Roots, build: Build, write_hook: WriteHook
 ) -> None:
