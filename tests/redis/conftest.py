@@ -21,6 +21,7 @@ import pytest
 
 from tests.redis.redis_support import RedisServer, instance_config
 from tests.support.daemon import Daemon
+from tests.support.fixtures import reported
 from tests.support.hooks import write_hook_dir
 from tests.support.state import new_state_dir, write_config
 
@@ -65,9 +66,10 @@ def read_shared(path: Path) -> list[dict[str, Any]]:
 class Instances:
     """gatewayd instances sharing one Redis; see the module docstring."""
 
-    def __init__(self, server: RedisServer) -> None:
+    def __init__(self, server: RedisServer, daemons: list[Daemon]) -> None:
         self.server = server
-        self.daemons: list[Daemon] = []
+        self.daemons = daemons
+        """Every instance made (the test's failure report shows their last log lines)."""
         self.config: dict[str, Any] = {}
         self.record = server.dir / "record.jsonl"
 
@@ -96,8 +98,8 @@ class Instances:
 
 
 @pytest.fixture
-def instances(redis_server: RedisServer) -> Iterator[Instances]:
-    group = Instances(redis_server)
+def instances(redis_server: RedisServer, request: pytest.FixtureRequest) -> Iterator[Instances]:
+    group = Instances(redis_server, reported(request.node))
     try:
         yield group
     finally:

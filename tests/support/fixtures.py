@@ -126,11 +126,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(why, pytrace=False)
 
 
+def reported(item: pytest.Item) -> list[Daemon]:
+    """The daemons a failed report of ``item`` shows the state and last log lines of: the
+    fixtures here add theirs, and a fixture that starts daemons its own way adds them too."""
+    return item.stash.setdefault(_DAEMONS, [])
+
+
 @pytest.fixture
 def new_daemon(state_dir: Path, request: pytest.FixtureRequest) -> Iterator[NewDaemon]:
     """Daemons on ``state_dir``, not started; all are killed at teardown."""
-    made: list[Daemon] = []
-    request.node.stash[_DAEMONS] = made
+    made = reported(request.node)
 
     def make(
         config: Mapping[str, Any] | None = None,
