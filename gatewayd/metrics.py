@@ -193,31 +193,32 @@ class MetricsServer:
             scrapes.start_soon(self._answer, await accepting.accept(listener))
 
     async def _answer(self, stream: SocketStream) -> None:
-        try:
-            await self._answer_one(stream)
-        except Exception as exc:  # a bug in a collector: this scrape fails, never the daemon
-            log.exception("metrics.scrape_failed", error=f"{type(exc).__name__}: {exc}")
-            with anyio.move_on_after(1), contextlib.suppress(Exception):
-                await stream.send(_response(500, "text/plain", b"scrape failed; see the log\n"))
-                await stream.aclose()
+        # The stream is closed here, after the 500: closed by _answer_one on its way out, it
+        # left the client a bare closed connection instead.
+        async with stream:
+            try:
+                await self._answer_one(stream)
+            except Exception as exc:  # a bug in a collector: this scrape fails, never the daemon
+                log.exception("metrics.scrape_failed", error=f"{type(exc).__name__}: {exc}")
+                with anyio.move_on_after(1), contextlib.suppress(Exception):
+                    await stream.send(_response(500, "text/plain", b"scrape failed; see the log\n"))
 
     async def _answer_one(self, stream: SocketStream) -> None:
-        async with stream:
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.EndOfStream, OSError):
-                head = b""
-                with anyio.move_on_after(READ_TIMEOUT_S):
-                    while b"\r\n\r\n" not in head and b"\n\n" not in head:
-                        if len(head) > MAX_HEAD:
-                            return
-                        head += await stream.receive(4096)
-                request_line = head.split(b"\r\n", 1)[0].split(b"\n", 1)[0].decode("latin-1")
-                parts = request_line.split()
-                path = parts[1].split("?", 1)[0] if len(parts) >= 2 else ""
-                if len(parts) < 2 or parts[0] != "GET" or path != "/metrics":
-                    await stream.send(_response(404, "text/plain", b"not found: GET /metrics\n"))
-                    return
-                body = generate_latest(self.registry)
-                await stream.send(_response(200, CONTENT_TYPE_LATEST, body))
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.EndOfStream, OSError):
+            head = b""
+            with anyio.move_on_after(READ_TIMEOUT_S):
+                while b"\r\n\r\n" not in head and b"\n\n" not in head:
+                    if len(head) > MAX_HEAD:
+                        return
+                    head += await stream.receive(4096)
+            request_line = head.split(b"\r\n", 1)[0].split(b"\n", 1)[0].decode("latin-1")
+            parts = request_line.split()
+            path = parts[1].split("?", 1)[0] if len(parts) >= 2 else ""
+            if len(parts) < 2 or parts[0] != "GET" or path != "/metrics":
+                await stream.send(_response(404, "text/plain", b"not found: GET /metrics\n"))
+                return
+            body = generate_latest(self.registry)
+            await stream.send(_response(200, CONTENT_TYPE_LATEST, body))
 
 
 def _response(code: int, content_type: str, body: bytes) -> bytes:

@@ -7,11 +7,15 @@ import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
+from structlog.testing import capture_logs
 
+from gatewayd.metrics import MetricsServer
 from tests.support.fixtures import StartDaemon
 from tests.support.hooks import FD_LEAKER, WriteHook
 
@@ -137,3 +141,43 @@ def test_a_scrape_while_no_descriptor_is_left_is_retried_not_fatal(
     assert scraped and "gatewayd_queue_depth" in scraped[0], scraped
     daemon.wait_log("metrics.accept_recovered")
     assert daemon.stop() == 0
+
+
+class _BrokenSource:
+    """A metrics source whose snapshot fails, as a bug in the gateway's bookkeeping would."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def metrics_snapshot(self) -> dict[str, Any]:
+        self.calls += 1
+        raise KeyError("a collector bug")
+
+
+def test_a_scrape_that_fails_is_answered_500_and_the_next_one_too() -> None:
+    """The 500 the module promises: the failing scrape's stream was closed before the 500 was
+    sent, so the client got a bare closed connection; and the server answers on after it."""
+    source = _BrokenSource()
+    server = MetricsServer(source, "127.0.0.1:0")
+    answers: list[tuple[int, bytes]] = []
+
+    def scrape() -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(f"http://{server.address}/metrics", timeout=10) as reply:
+                return reply.status, reply.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read()
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            await tg.start(server.serve)
+            for _ in range(2):
+                answers.append(await anyio.to_thread.run_sync(scrape))
+            tg.cancel_scope.cancel()
+
+    with capture_logs() as logs:
+        anyio.run(main)
+    assert answers == [(500, b"scrape failed; see the log\n")] * 2
+    assert source.calls == 2
+    failed = [entry for entry in logs if entry["event"] == "metrics.scrape_failed"]
+    assert [entry["error"] for entry in failed] == ["KeyError: 'a collector bug'"] * 2
