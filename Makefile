@@ -19,10 +19,10 @@ XDIST ?= -n $(JOBS) --dist loadgroup
 # Coverage is of the pytest processes only: the `gatewayd run` daemons and CLI runs the tests
 # start as subprocesses are not measured (that would need coverage's subprocess patching in
 # every child and slow each one down). Measured that way on 2026-11-23: 61%, then 57.6% once
-# more subprocess-tested code had landed; on 2026-11-26 58.3%, then 59.0-59.2% (clean-clone CI
-# runs). The floor is that rounded down a couple of points. Raise it as coverage rises, never
-# lower it to make a change pass.
-COV_FLOOR := 57
+# more subprocess-tested code had landed; on 2026-11-26 58.3%, then 59.0-59.2%, then 59.7% and
+# 60.4% (clean-clone CI runs). The floor is that rounded down a couple of points. Raise it as
+# coverage rises, never lower it to make a change pass.
+COV_FLOOR := 58
 
 venv: $(STAMP)
 
