@@ -22,7 +22,10 @@ What it copes with, and how:
   a filter drops the noise; renames pass as ordinary changes.
 * The inotify watch limit: watchfiles raises ``OSError`` when setting up, but a directory created
   later that no longer fits is silently unwatched. So a new directory rebuilds the watches, and a
-  setup error makes the watcher log a warning with the fix and fall back to polling.
+  setup error makes the watcher log a warning with the fix and fall back to polling. inotify is
+  tried again after :data:`INOTIFY_RETRY_S` (doubling up to :data:`INOTIFY_RETRY_MAX_S` while it
+  keeps failing), so a limit raised meanwhile (or descriptors freed) ends the polling without a
+  restart (``watch.inotify_restored``).
 * Polling (``hooks.load.poll``, ``WATCHFILES_FORCE_POLLING``, or the fallback): watchfiles' poller
   compares whole-second mtimes and misses a second save within the same second, so polling here
   is a snapshot of ``(mtime_ns, size)`` per file, plus a content hash for files modified in the
@@ -68,6 +71,10 @@ CRASH_RESET_S = 60.0
 """How often the identity of the watched roots is re-checked when nothing else happens."""
 MAX_COALESCE_S = 1.0
 """A continuous stream of changes still reloads at least this often."""
+INOTIFY_RETRY_S = 60.0
+"""After falling back to polling (not when polling is configured), inotify is tried again this
+long after; the wait doubles each time it fails again, up to :data:`INOTIFY_RETRY_MAX_S`."""
+INOTIFY_RETRY_MAX_S = 900.0
 RECENT_S = 3.0
 """In polling mode, files modified this recently are content-hashed, not only stat-ed."""
 MAX_HASHED_BYTES = 16 << 20
@@ -212,6 +219,10 @@ class HookWatcher:
         self._poke = anyio.Event()
         self._force_poll = spec.poll or _env_forces_polling()
         self.mode = "poll" if self._force_poll else "inotify"
+        self._retry_at: float | None = None
+        """While polling for want of inotify (a fallback): when to try inotify again."""
+        self._retry_delay = INOTIFY_RETRY_S
+        self._retrying = False
         self.changes_seen = 0
         self._unreadable_seen: Snapshot | None = None
         """The roots when watchfiles last failed on an event (``watch.event_unreadable``)."""
@@ -228,6 +239,8 @@ class HookWatcher:
             return
         self._spec = spec
         self._force_poll = self._force_poll or spec.poll
+        if spec.poll:
+            self._retry_at = None  # polling is asked for now: nothing to go back to
         self._request_restart()
         with anyio.move_on_after(timeout_s):
             await self._established.wait()
@@ -272,6 +285,10 @@ class HookWatcher:
                                 roots=[str(p) for p in layout.recursive],
                                 parents=[str(p) for p in layout.shallow],
                             )
+                            if self._retrying and self.mode == "inotify":
+                                log.info("watch.inotify_restored", after_s=self._retry_delay)
+                                self._retry_delay = INOTIFY_RETRY_S
+                            self._retrying = False
                             self._established.set()
                             task_status.started()
                             task_status = anyio.TASK_STATUS_IGNORED
@@ -282,7 +299,7 @@ class HookWatcher:
                                     send.send_nowait(missed)
                                 before = None
                         try:
-                            await self._restart.wait()
+                            await self._wait_restart_or_retry()
                         finally:
                             # Also the stop event of watchfiles' thread: without it a cancelled
                             # awatch keeps the process waiting out its 5 s rust_timeout.
@@ -307,6 +324,23 @@ class HookWatcher:
                     before = None
                     await anyio.sleep(backoff)
                     send.send_nowait(frozenset(self._spec.targets))
+
+    async def _wait_restart_or_retry(self) -> None:
+        """Until a restart is asked for; while polling as a fallback, also until it is time to
+        try inotify again (which asks for the restart itself)."""
+        retry_at = self._retry_at
+        if retry_at is None or self.mode != "poll":
+            await self._restart.wait()
+            return
+        with anyio.move_on_after(max(0.0, retry_at - time.monotonic())):
+            await self._restart.wait()
+            return
+        self._retry_at = None
+        self._force_poll = self._spec.poll or _env_forces_polling()
+        if not self._force_poll:
+            self._retrying = True
+            log.info("watch.inotify_retry", after_s=self._retry_delay)
+        self._restart.set()
 
     # -- producers -------------------------------------------------------------------------
 
@@ -367,16 +401,24 @@ class HookWatcher:
         except StopAsyncIteration:
             return
         except OSError as exc:
+            if self._retrying:  # a retry that failed again: wait longer before the next one
+                self._retry_delay = min(self._retry_delay * 2, INOTIFY_RETRY_MAX_S)
+                self._retrying = False
             if "watch limit" in str(exc) or getattr(exc, "errno", None) == 28:
                 log.warning(
                     "watch.limit_reached",
                     error=str(exc),
                     fallback="polling",
-                    fix="raise fs.inotify.max_user_watches (sysctl) or set hooks.load.poll: true",
+                    retry_in_s=self._retry_delay,
+                    fix="raise fs.inotify.max_user_watches (sysctl; inotify is tried again "
+                    "meanwhile) or set hooks.load.poll: true",
                 )
             else:
-                log.warning("watch.failed", error=str(exc), fallback="polling")
+                log.warning(
+                    "watch.failed", error=str(exc), fallback="polling", retry_in_s=self._retry_delay
+                )
             self._force_poll = True
+            self._retry_at = time.monotonic() + self._retry_delay
             self._request_restart()
             task_status.started()
         except Exception as exc:  # watchfiles' own error: e.g. a file name that is not UTF-8

@@ -7,6 +7,7 @@ and quiet periods for "it did not happen".
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -288,6 +289,80 @@ def test_inotify_limit_falls_back_to_polling(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "watch.limit_reached" in proc.stdout
     assert "RESULT poll" in proc.stdout
+
+
+def test_inotify_is_tried_again_after_the_fallback_and_returns(tmp_path: Path) -> None:
+    """Fallen back to polling at the limit, the watcher tries inotify again after a while (the
+    wait doubling while it still fails); once the tree fits again, it watches with inotify
+    again without a restart, and a change made meanwhile is not lost."""
+    reason = _userns_available()
+    if reason:
+        pytest.skip(reason)
+    managed = tmp_path / "hooks"
+    managed.mkdir()
+    script = textwrap.dedent(
+        f"""
+        import json, shutil, sys
+        import anyio
+        from pathlib import Path
+        from structlog.testing import capture_logs
+        import gatewayd.hooks.watcher as watcher
+        from gatewayd.hooks.watcher import HookWatcher, WatchSpec
+        watcher.INOTIFY_RETRY_S = 0.3
+        root = Path({str(managed)!r})
+        seen = []
+        async def on_change(paths):
+            seen.append(paths)
+        async def until(predicate, what):
+            with anyio.fail_after(20):
+                while not predicate():
+                    await anyio.sleep(0.02)
+        def events(logs, name):
+            return [e for e in logs if e["event"] == name]
+        async def main(logs):
+            w = HookWatcher(WatchSpec(roots=(root,), poll_interval_ms=100), on_change)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(w.run)
+                await anyio.sleep(0.3)
+                for i in range(6):
+                    (root / f"d{{i}}").mkdir()
+                # the fallback, then a retry that fails again and waits twice as long
+                await until(lambda: len(events(logs, "watch.limit_reached")) >= 2, "a retry")
+                for i in range(1, 6):
+                    shutil.rmtree(root / f"d{{i}}")
+                (root / "d0" / "handler.py").write_text("while switching back")
+                await until(lambda: events(logs, "watch.inotify_restored"), "inotify again")
+                await until(lambda: any(root / "d0" / "handler.py" in s for s in seen), "seen")
+                n = len(seen)
+                (root / "d0" / "handler.py").write_text("under inotify")
+                await until(lambda: any(root / "d0" / "handler.py" in s for s in seen[n:]), "")
+                print("RESULT", w.mode, flush=True)
+                print("RETRIES", json.dumps([e["retry_in_s"] for e in
+                      events(logs, "watch.limit_reached")]), flush=True)
+                tg.cancel_scope.cancel()
+        with capture_logs() as logs:
+            anyio.run(main, logs)
+        """
+    )
+    proc = subprocess.run(
+        [
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "sh",
+            "-c",
+            f'echo 3 > /proc/sys/user/max_inotify_watches && exec "{sys.executable}" -c "$0"',
+            script,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "RESULT inotify" in proc.stdout, proc.stdout
+    retries = json.loads(proc.stdout.split("RETRIES ", 1)[1].splitlines()[0])
+    assert retries[:2] == [0.3, 0.6], retries
 
 
 def test_a_write_while_the_watches_are_rebuilt_is_not_lost(
