@@ -291,6 +291,7 @@ def test_inotify_limit_falls_back_to_polling(tmp_path: Path) -> None:
     assert "RESULT poll" in proc.stdout
 
 
+@pytest.mark.timeout(300)
 def test_inotify_is_tried_again_after_the_fallback_and_returns(tmp_path: Path) -> None:
     """Fallen back to polling at the limit, the watcher tries inotify again after a while (the
     wait doubling while it still fails); once the tree fits again, it watches with inotify
@@ -314,11 +315,18 @@ def test_inotify_is_tried_again_after_the_fallback_and_returns(tmp_path: Path) -
         async def on_change(paths):
             seen.append(paths)
         async def until(predicate, what):
-            with anyio.fail_after(20):
+            with anyio.move_on_after(60):
                 while not predicate():
                     await anyio.sleep(0.02)
+                return
+            names = [e["event"] for e in logs if e["event"].startswith("watch.")]
+            sys.exit(f"timed out waiting for {{what}}; the watcher logged {{names}}")
         def events(logs, name):
             return [e for e in logs if e["event"] == name]
+        def fallbacks(logs):
+            # watch.limit_reached here; watch.failed when inotify instances ran out meanwhile
+            # (max_user_instances counts every process of the user, the suite's daemons too)
+            return [e for e in logs if e["event"] in ("watch.limit_reached", "watch.failed")]
         async def main(logs):
             w = HookWatcher(WatchSpec(roots=(root,), poll_interval_ms=100), on_change)
             async with anyio.create_task_group() as tg:
@@ -327,7 +335,7 @@ def test_inotify_is_tried_again_after_the_fallback_and_returns(tmp_path: Path) -
                 for i in range(6):
                     (root / f"d{{i}}").mkdir()
                 # the fallback, then a retry that fails again and waits twice as long
-                await until(lambda: len(events(logs, "watch.limit_reached")) >= 2, "a retry")
+                await until(lambda: len(fallbacks(logs)) >= 2, "a retry")
                 for i in range(1, 6):
                     shutil.rmtree(root / f"d{{i}}")
                 (root / "d0" / "handler.py").write_text("while switching back")
@@ -337,8 +345,8 @@ def test_inotify_is_tried_again_after_the_fallback_and_returns(tmp_path: Path) -
                 (root / "d0" / "handler.py").write_text("under inotify")
                 await until(lambda: any(root / "d0" / "handler.py" in s for s in seen[n:]), "")
                 print("RESULT", w.mode, flush=True)
-                print("RETRIES", json.dumps([e["retry_in_s"] for e in
-                      events(logs, "watch.limit_reached")]), flush=True)
+                print("RETRIES", json.dumps([e["retry_in_s"] for e in fallbacks(logs)]),
+                      flush=True)
                 tg.cancel_scope.cancel()
         with capture_logs() as logs:
             anyio.run(main, logs)
@@ -356,7 +364,7 @@ def test_inotify_is_tried_again_after_the_fallback_and_returns(tmp_path: Path) -
         ],
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=240,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
