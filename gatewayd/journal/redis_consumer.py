@@ -144,8 +144,17 @@ async def reader(j: RedisJournal) -> None:
         j._up()
         for name, entries in got or ():
             partition = int(name.rsplit(b":", 1)[1])
-            if j._delivering and j.leases.valid(partition):
+            if not j._delivering:  # draining for shutdown: left pending, the next owner claims
+                continue
+            if j.leases.valid(partition):
                 take(j, partition, entries)
+            else:
+                # The lease ran out (locally) while the read was under way: the entries are in
+                # this consumer's pending list, where nothing looked for them once the next
+                # round renewed the lease after all (they were never dispatched). The next round
+                # resyncs the partition if it is still ours; if not, its next owner claims them
+                # as entries stranded on another consumer.
+                j._stranded.add(partition)
 
 
 async def resync(j: RedisJournal, partition: int) -> None:
