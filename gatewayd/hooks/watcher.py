@@ -332,9 +332,10 @@ class HookWatcher:
         if retry_at is None or self.mode != "poll":
             await self._restart.wait()
             return
-        with anyio.move_on_after(max(0.0, retry_at - time.monotonic())):
-            await self._restart.wait()
-            return
+        if (left := retry_at - time.monotonic()) > 0:  # once due, restarts do not put it off
+            with anyio.move_on_after(left):
+                await self._restart.wait()
+                return
         self._retry_at = None
         self._force_poll = self._spec.poll or _env_forces_polling()
         if not self._force_poll:
