@@ -234,14 +234,41 @@ def _userns_available() -> str | None:
     return None
 
 
-def test_inotify_limit_falls_back_to_polling(tmp_path: Path) -> None:
-    """With 3 inotify watches allowed (per user namespace), growing a root past the limit
-    switches the watcher to polling with a warning, and no change is lost."""
+@pytest.fixture
+def limited_root(tmp_path: Path) -> Path:
+    """An empty hook root, for a script run by :func:`with_three_watches` (skipped where a
+    user namespace cannot lower the limit)."""
     reason = _userns_available()
     if reason:
         pytest.skip(reason)
-    managed = tmp_path / "hooks"
-    managed.mkdir()
+    root = tmp_path / "hooks"
+    root.mkdir()
+    return root
+
+
+def with_three_watches(script: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run the Python ``script`` in a user namespace where 3 inotify watches are allowed."""
+    return subprocess.run(
+        [
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "sh",
+            "-c",
+            f'echo 3 > /proc/sys/user/max_inotify_watches && exec "{sys.executable}" -c "$0"',
+            script,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_inotify_limit_falls_back_to_polling(limited_root: Path) -> None:
+    """With 3 inotify watches allowed (per user namespace), growing a root past the limit
+    switches the watcher to polling with a warning, and no change is lost."""
+    managed = limited_root
     script = textwrap.dedent(
         f"""
         import anyio, sys
@@ -271,36 +298,18 @@ def test_inotify_limit_falls_back_to_polling(tmp_path: Path) -> None:
         anyio.run(main)
         """
     )
-    proc = subprocess.run(
-        [
-            "unshare",
-            "--user",
-            "--map-root-user",
-            "sh",
-            "-c",
-            f'echo 3 > /proc/sys/user/max_inotify_watches && exec "{sys.executable}" -c "$0"',
-            script,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = with_three_watches(script, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "watch.limit_reached" in proc.stdout
     assert "RESULT poll" in proc.stdout
 
 
 @pytest.mark.timeout(300)
-def test_inotify_is_tried_again_after_the_fallback_and_returns(tmp_path: Path) -> None:
+def test_inotify_is_tried_again_after_the_fallback_and_returns(limited_root: Path) -> None:
     """Fallen back to polling at the limit, the watcher tries inotify again after a while (the
     wait doubling while it still fails); once the tree fits again, it watches with inotify
     again without a restart, and a change made meanwhile is not lost."""
-    reason = _userns_available()
-    if reason:
-        pytest.skip(reason)
-    managed = tmp_path / "hooks"
-    managed.mkdir()
+    managed = limited_root
     script = textwrap.dedent(
         f"""
         import json, shutil, sys
@@ -352,21 +361,7 @@ def test_inotify_is_tried_again_after_the_fallback_and_returns(tmp_path: Path) -
             anyio.run(main, logs)
         """
     )
-    proc = subprocess.run(
-        [
-            "unshare",
-            "--user",
-            "--map-root-user",
-            "sh",
-            "-c",
-            f'echo 3 > /proc/sys/user/max_inotify_watches && exec "{sys.executable}" -c "$0"',
-            script,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    proc = with_three_watches(script, timeout=240)
     assert proc.returncode == 0, proc.stderr
     assert "RESULT inotify" in proc.stdout, proc.stdout
     retries = json.loads(proc.stdout.split("RETRIES ", 1)[1].splitlines()[0])
