@@ -176,6 +176,11 @@ class SqliteJournal(Journal):
         ok, value = box[0]
         if not ok:
             self._jobs.put(None)
+            # The writer thread ends here: close() (the daemon's shutdown after the failed
+            # start) must not hand it the closing job, which nobody would ever run.
+            thread, self._thread = self._thread, None
+            if thread is not None:
+                await anyio.to_thread.run_sync(thread.join, 5)
             raise JournalError(f"cannot open the journal {self.path}: {value}") from value
         rows, self._dead_letters = value
         items = self._items(rows)

@@ -130,6 +130,20 @@ def test_a_damaged_journal_is_set_aside_and_the_daemon_starts(
     assert daemon.stop() == 0
 
 
+def test_a_journal_that_cannot_be_opened_stops_the_start_and_the_daemon_exits(
+    start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    """A file where the journal's directory goes: the start fails naming the journal, and the
+    daemon exits 1. It used to hang after its shutdown line began: the journal's close handed
+    its last job to the writer thread the failed open had already ended."""
+    (state_dir / "journal").write_text("not a directory\n")
+    daemon = start_daemon(wait_ready=False)
+    assert daemon.wait(timeout=30) == 1
+    failed = daemon.wait_log("gateway.start_failed")
+    assert f"cannot open the journal {state_dir / 'journal' / 'events.db'}" in failed["error"]
+    assert daemon.shutdown_line()["exit_code"] == 1
+
+
 @pytest.mark.parametrize("kind", ["fifo", "directory"])
 def test_a_journal_path_that_is_no_file_is_set_aside_and_the_daemon_starts(
     start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook, kind: str
