@@ -145,9 +145,16 @@ class Handler:
         return self.call(event, self.ctx) if self.takes_ctx else self.call(event)
 
 
+def _plain(fn: Callable[..., Any]) -> FunctionType | None:
+    """``fn`` when it is a plain function with nothing set on it (no ``__wrapped__``, no
+    ``__signature__``): its code object then tells what ``inspect`` would, much faster
+    (``inspect.signature()`` was 40 to 70 us of each hook's load; bench/NOTES.md, issue 18)."""
+    return fn if type(fn) is FunctionType and not fn.__dict__ else None
+
+
 def _is_async(fn: Callable[..., Any]) -> bool:
-    if type(fn) is FunctionType and not fn.__dict__:  # as in _takes_ctx: its code says it
-        return bool(fn.__code__.co_flags & CO_COROUTINE)
+    if (plain := _plain(fn)) is not None:
+        return bool(plain.__code__.co_flags & CO_COROUTINE)
     if inspect.iscoroutinefunction(fn):
         return True
     call = getattr(fn, "__call__", None)  # noqa: B004 - an instance with `async def __call__`
@@ -155,13 +162,11 @@ def _is_async(fn: Callable[..., Any]) -> bool:
 
 
 def _takes_ctx(fn: Callable[..., Any], where: str) -> bool:
-    if type(fn) is FunctionType and not fn.__dict__:
-        # A plain function (nothing set on it: no __wrapped__, no __signature__) of one or two
-        # positional parameters, no *args, no keyword-only ones: read from its code object.
-        # inspect.signature() was 40 to 70 us of each hook's load (bench/NOTES.md, issue 18).
-        code = fn.__code__
-        plain = not code.co_kwonlyargcount and not code.co_flags & CO_VARARGS
-        if plain and 1 <= code.co_argcount <= 2:
+    if (function := _plain(fn)) is not None:
+        # One or two positional parameters, no *args, no keyword-only ones: its code says it.
+        code = function.__code__
+        simple = not code.co_kwonlyargcount and not code.co_flags & CO_VARARGS
+        if simple and 1 <= code.co_argcount <= 2:
             return code.co_argcount == 2
     try:
         sig = inspect.signature(fn)
