@@ -143,6 +143,14 @@ class NotRegularFile(OSError):
     """A path that is a FIFO, device, socket or directory, or a file over the size limit."""
 
 
+def not_regular(path: str | os.PathLike[str], mode: int) -> str | None:
+    """Why ``path``, whose ``st_mode`` is ``mode``, is not a regular file; None when it is."""
+    if stat.S_ISREG(mode):
+        return None
+    kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO, device or socket"
+    return f"{os.fspath(path)} is {kind}, not a regular file"
+
+
 def read_regular(path: str | os.PathLike[str], limit: int, *, head: bool = False) -> bytes:
     """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes (with ``head``:
     its first ``limit`` bytes, whatever its size).
@@ -155,9 +163,8 @@ def read_regular(path: str | os.PathLike[str], limit: int, *, head: bool = False
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO, device or socket"
-            raise NotRegularFile(f"{os.fspath(path)} is {kind}, not a regular file")
+        if (why := not_regular(path, st.st_mode)) is not None:
+            raise NotRegularFile(why)
         chunks: list[bytes] = []
         size = 0
         want = limit if head else limit + 1  # one byte more tells a file over the limit

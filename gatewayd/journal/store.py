@@ -23,12 +23,13 @@ import json
 import os
 import secrets
 import sqlite3
-import stat
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from gatewayd.atomic import not_regular
 
 SCHEMA_VERSION = 1
 PENDING, DONE, DEAD = 0, 1, 2
@@ -102,15 +103,14 @@ def connect(path: Path, sync: str) -> tuple[sqlite3.Connection, str]:
     Raises :class:`Damaged` when the file exists but is no usable journal, and ``sqlite3.Error``
     / ``OSError`` for anything else (permissions, a missing directory)."""
     try:
-        kind = os.stat(path).st_mode
+        mode = os.stat(path).st_mode
     except FileNotFoundError:
         pass
     else:
         # SQLite fails on a FIFO or a directory with a bare "disk I/O error" or "unable to open"
         # (the daemon could not start); as a file that is no journal, it is set aside instead.
-        if not stat.S_ISREG(kind):
-            what = "a directory" if stat.S_ISDIR(kind) else "a FIFO, device or socket"
-            raise Damaged(f"{path} is {what}, not a regular file")
+        if (why := not_regular(path, mode)) is not None:
+            raise Damaged(why)
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
     try:
         try:
