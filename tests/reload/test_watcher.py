@@ -246,8 +246,33 @@ def limited_root(tmp_path: Path) -> Path:
     return root
 
 
-def with_three_watches(script: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    """Run the Python ``script`` in a user namespace where 3 inotify watches are allowed."""
+GROWN_PAST_THE_LIMIT = """
+import anyio, json, shutil, sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+import gatewayd.hooks.watcher as watcher
+from gatewayd.hooks.watcher import HookWatcher, WatchSpec
+seen = []
+async def on_change(paths):
+    seen.append(paths)
+@asynccontextmanager
+async def grown_past_the_limit(root):
+    # A watcher on root, then six directories in it: 7 watches where 3 are allowed.
+    w = HookWatcher(WatchSpec(roots=(root,), poll_interval_ms=100), on_change)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(w.run)
+        await anyio.sleep(0.3)
+        for i in range(6):
+            (root / f"d{i}").mkdir()
+        yield w
+        tg.cancel_scope.cancel()
+"""
+"""The start both inotify-limit scripts share (``seen``: what the watcher reported)."""
+
+
+def with_three_watches(body: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run :data:`GROWN_PAST_THE_LIMIT` then ``body`` (Python) in a user namespace where 3
+    inotify watches are allowed."""
     return subprocess.run(
         [
             "unshare",
@@ -256,7 +281,7 @@ def with_three_watches(script: str, timeout: float) -> subprocess.CompletedProce
             "sh",
             "-c",
             f'echo 3 > /proc/sys/user/max_inotify_watches && exec "{sys.executable}" -c "$0"',
-            script,
+            GROWN_PAST_THE_LIMIT + textwrap.dedent(body),
         ],
         capture_output=True,
         text=True,
@@ -268,25 +293,12 @@ def with_three_watches(script: str, timeout: float) -> subprocess.CompletedProce
 def test_inotify_limit_falls_back_to_polling(limited_root: Path) -> None:
     """With 3 inotify watches allowed (per user namespace), growing a root past the limit
     switches the watcher to polling with a warning, and no change is lost."""
-    managed = limited_root
-    script = textwrap.dedent(
-        f"""
-        import anyio, sys
-        from pathlib import Path
-        from gatewayd.hooks.watcher import HookWatcher, WatchSpec
+    body = f"""
         from gatewayd.logging import configure_logging
         configure_logging("info", "json", sys.stdout)
-        root = Path({str(managed)!r})
-        seen = []
-        async def on_change(paths):
-            seen.append(paths)
+        root = Path({str(limited_root)!r})
         async def main():
-            w = HookWatcher(WatchSpec(roots=(root,), poll_interval_ms=100), on_change)
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(w.run)
-                await anyio.sleep(0.3)
-                for i in range(6):
-                    (root / f"d{{i}}").mkdir()
+            async with grown_past_the_limit(root) as w:
                 await anyio.sleep(1.0)
                 n = len(seen)
                 (root / "d5" / "handler.py").write_text("late edit")
@@ -294,11 +306,9 @@ def test_inotify_limit_falls_back_to_polling(limited_root: Path) -> None:
                     while not any(root / "d5" / "handler.py" in s for s in seen[n:]):
                         await anyio.sleep(0.05)
                 print("RESULT", w.mode, flush=True)
-                tg.cancel_scope.cancel()
         anyio.run(main)
         """
-    )
-    proc = with_three_watches(script, timeout=60)
+    proc = with_three_watches(body, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "watch.limit_reached" in proc.stdout
     assert "RESULT poll" in proc.stdout
@@ -309,20 +319,10 @@ def test_inotify_is_tried_again_after_the_fallback_and_returns(limited_root: Pat
     """Fallen back to polling at the limit, the watcher tries inotify again after a while (the
     wait doubling while it still fails); once the tree fits again, it watches with inotify
     again without a restart, and a change made meanwhile is not lost."""
-    managed = limited_root
-    script = textwrap.dedent(
-        f"""
-        import json, shutil, sys
-        import anyio
-        from pathlib import Path
+    body = f"""
         from structlog.testing import capture_logs
-        import gatewayd.hooks.watcher as watcher
-        from gatewayd.hooks.watcher import HookWatcher, WatchSpec
         watcher.INOTIFY_RETRY_S = 0.3
-        root = Path({str(managed)!r})
-        seen = []
-        async def on_change(paths):
-            seen.append(paths)
+        root = Path({str(limited_root)!r})
         async def until(predicate, what):
             with anyio.move_on_after(60):
                 while not predicate():
@@ -337,12 +337,7 @@ def test_inotify_is_tried_again_after_the_fallback_and_returns(limited_root: Pat
             # (max_user_instances counts every process of the user, the suite's daemons too)
             return [e for e in logs if e["event"] in ("watch.limit_reached", "watch.failed")]
         async def main(logs):
-            w = HookWatcher(WatchSpec(roots=(root,), poll_interval_ms=100), on_change)
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(w.run)
-                await anyio.sleep(0.3)
-                for i in range(6):
-                    (root / f"d{{i}}").mkdir()
+            async with grown_past_the_limit(root) as w:
                 # the fallback, then a retry that fails again and waits twice as long
                 await until(lambda: len(fallbacks(logs)) >= 2, "a retry")
                 for i in range(1, 6):
@@ -356,12 +351,10 @@ def test_inotify_is_tried_again_after_the_fallback_and_returns(limited_root: Pat
                 print("RESULT", w.mode, flush=True)
                 print("RETRIES", json.dumps([e["retry_in_s"] for e in fallbacks(logs)]),
                       flush=True)
-                tg.cancel_scope.cancel()
         with capture_logs() as logs:
             anyio.run(main, logs)
         """
-    )
-    proc = with_three_watches(script, timeout=240)
+    proc = with_three_watches(body, timeout=240)
     assert proc.returncode == 0, proc.stderr
     assert "RESULT inotify" in proc.stdout, proc.stdout
     retries = json.loads(proc.stdout.split("RETRIES ", 1)[1].splitlines()[0])
