@@ -305,8 +305,11 @@ class HookWatcher:
                             # awatch keeps the process waiting out its 5 s rust_timeout.
                             self._restart.set()
                         # Taken while the old watches still run: what changes after it is either
-                        # their event or, once the new watches exist, a difference from it.
-                        before = await anyio.to_thread.run_sync(snapshot, self._spec.targets)
+                        # their event or, once the new watches exist, a difference from it. Kept
+                        # when these watches failed at their setup (a retry of inotify past the
+                        # limit): nothing watched since it was taken.
+                        if before is None:
+                            before = await anyio.to_thread.run_sync(snapshot, self._spec.targets)
                         watches.cancel_scope.cancel()
                 except Exception as exc:
                     # A bug of this module's, not filesystem trouble (that is handled where it
