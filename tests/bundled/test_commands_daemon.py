@@ -19,7 +19,14 @@ ISO_MS_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
 
 def log_lines(daemon: Daemon) -> list[list[dict[str, Any]]]:
-    """Lines of commands.log.N ... commands.log.1, commands.log (oldest file first), parsed."""
+    """Lines of commands.log.N ... commands.log.1, commands.log (oldest file first), parsed.
+
+    command-logger writes its buffered lines at the end of the loop turn its handler ran in,
+    and a command's reply can leave in that same turn (the event dispatched at once, the reply
+    written straight to the socket): the last command's line may not be on disk yet when its
+    reply arrives. A request answered after that reply is: its turn comes later."""
+    if daemon.proc.poll() is None:
+        daemon.request("ping")
     logs = daemon.state / "logs"
     rotated = sorted(logs.glob("commands.log.[0-9]*"), key=lambda p: -int(p.suffix[1:]))
     return [
