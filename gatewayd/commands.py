@@ -77,6 +77,17 @@ _MESSAGE_ID_PREFIX = os.urandom(8).hex()
 _message_numbers = itertools.count(1)
 
 
+def _new_message_id_prefix() -> None:
+    """A forked child is another process: it draws its own prefix (else parent and child, or
+    two children of one parent, would hand out the same ids)."""
+    global _MESSAGE_ID_PREFIX, _message_numbers
+    _MESSAGE_ID_PREFIX = os.urandom(8).hex()
+    _message_numbers = itertools.count(1)
+
+
+os.register_at_fork(after_in_child=_new_message_id_prefix)
+
+
 def message_id() -> str:
     """A fresh ``messageId``: 32 hex digits, a random 64-bit prefix drawn once per process and
     a 64-bit counter, so unique within the run and (by the prefix) across runs. Not

@@ -1,8 +1,9 @@
 """``messageId`` of ``message:received`` (gatewayd/commands.py ``message_id``): 32 hex digits,
-a fresh one per message, and a different run draws different ones."""
+a fresh one per message, and a different run (or a forked child) draws different ones."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -21,3 +22,17 @@ def test_another_process_draws_other_ids() -> None:
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert other.stdout.strip() != message_id()
     assert other.stdout.strip()[:16] != message_id()[:16]
+
+
+def test_a_forked_child_draws_other_ids() -> None:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its first id, then out without pytest's teardown
+        os.write(write, message_id().encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        child = pipe.read().decode()
+    os.waitpid(pid, 0)
+    assert re.fullmatch(r"[0-9a-f]{32}", child)
+    assert child[:16] != message_id()[:16]
