@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Final
 
@@ -164,10 +166,9 @@ class _Frontmatter(BaseModel):
     enabled: LenientBool = True
 
 
-class HookManifest(BaseModel):
+@dataclass(frozen=True, slots=True)
+class HookManifest:
     """One hook's validated ``HOOK.md``, with defaults applied."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     path: Path
     name: str
@@ -182,7 +183,7 @@ class HookManifest(BaseModel):
     export: str | None = None
     always: bool = False
     os: tuple[str, ...] = ()
-    requires: Requires = Field(default_factory=_no_requirements)
+    requires: Requires = NO_REQUIREMENTS
     install: tuple[dict[str, Any], ...] = ()
     timeout_ms: int | None = None
     priority: int | None = None
@@ -477,17 +478,24 @@ class ManifestCache:
     """
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[Path, str], tuple[bytes, HookManifest | ManifestError]] = {}
-        self._read: set[tuple[Path, str]] = set()
+        # Keyed by the path as a string: a str caches its hash, a Path's __hash__ is a Python
+        # call, and a key is hashed four times per manifest read.
+        self._entries: dict[tuple[str, str], tuple[bytes, HookManifest | ManifestError]] = {}
+        self._read: set[tuple[str, str]] = set()
 
-    def read(self, path: Path, *, source: str | None = None) -> HookManifest:
-        """Like :func:`read_manifest`, answered from the cache when the bytes are unchanged."""
+    def read(
+        self, path: Path, *, source: str | None = None, data: bytes | None = None
+    ) -> HookManifest:
+        """Like :func:`read_manifest`, answered from the cache when the bytes are unchanged.
+        ``data``: the file's bytes when the caller has read them already (as
+        :func:`~gatewayd.atomic.read_regular` does, at most :data:`MAX_HOOK_MD_BYTES`)."""
         where = source or str(path)
-        try:
-            data = read_regular(path, MAX_HOOK_MD_BYTES)
-        except OSError as exc:
-            raise ManifestError([f"{where}: cannot read: {exc.strerror or exc}"]) from None
-        key = (path, where)
+        if data is None:
+            try:
+                data = read_regular(path, MAX_HOOK_MD_BYTES)
+            except OSError as exc:
+                raise ManifestError([f"{where}: cannot read: {exc.strerror or exc}"]) from None
+        key = (os.fspath(path), where)
         self._read.add(key)
         cached = self._entries.get(key)
         if cached is None or cached[0] != data:
