@@ -30,7 +30,7 @@ import os
 import threading
 import traceback
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
@@ -38,11 +38,11 @@ from typing import Any
 
 import structlog
 
-from gatewayd.hooks.agents import HookScope, in_scope, plain_name
+from gatewayd.hooks.agents import SHARED, HookScope, in_scope, plain_name
 from gatewayd.hooks.bounded import Abandoned, Overrun, Watch, run_watched
 from gatewayd.hooks.cfgview import hook_cfg, public_cfg
 from gatewayd.hooks.discovery import Discovery, FoundHook, HookRoot, discover
-from gatewayd.hooks.eligibility import EligibilityChecker, empty_missing
+from gatewayd.hooks.eligibility import NOTHING_MISSING, EligibilityChecker
 from gatewayd.hooks.events import EventKeyError, parse_event_key
 from gatewayd.hooks.filehooks import FileHookError, definition_of, describe, python_handlers
 from gatewayd.hooks.handlers import (
@@ -73,7 +73,7 @@ from gatewayd.paths import is_inside
 log = structlog.get_logger("gatewayd.hooks")
 
 
-@dataclass
+@dataclass(slots=True)
 class HookRecord:
     """One discovered hook, as ``gatewayd hooks list --json`` shows it."""
 
@@ -92,7 +92,7 @@ class HookRecord:
     eligible: bool
     enabled: bool
     reasons: list[str]
-    missing: dict[str, list[str]]
+    missing: Mapping[str, Sequence[str]]
     warnings: list[str] = field(default_factory=list)
     """Problems that do not stop the hook (unknown keys in its metadata)."""
     agent: str | None = None
@@ -154,7 +154,7 @@ class LoadResult:
     skipped: list[str]
     failed: list[str]
     records: list[HookRecord]
-    handlers: list[tuple[Handler, list[str]]]
+    handlers: list[tuple[Handler, Sequence[str]]]
     """Ready file hooks and their event keys, in load order (for ``set_file_hooks``)."""
     rejected_roots: list[str] = field(default_factory=list)
     """Roots left out, with why: ``hooks.load.extraDirs`` entries that resolve outside the state
@@ -301,7 +301,7 @@ class _Builder:
         self.node: NodeChoice | None = None
         self.js_files: list[Path] = []
         self.node_records: dict[Handler, HookRecord] = {}
-        self.handlers: list[tuple[Handler, list[str]]] = []
+        self.handlers: list[tuple[Handler, Sequence[str]]] = []
         self.eligible = 0
         self.watch = watch
         """Bounds each import (``hooks/bounded.py``)."""
@@ -537,7 +537,7 @@ class _Builder:
                     eligible=False,
                     enabled=entry.enabled and hooks_enabled,
                     reasons=list(hook.errors),
-                    missing=empty_missing(),
+                    missing=NOTHING_MISSING,
                 )
             )
             return
@@ -547,12 +547,16 @@ class _Builder:
         opted_out = not manifest.enabled and not entry.explicit
         enabled = entry.enabled and hooks_enabled and not opted_out
         restriction = entry.agents if entry.agents is not None else manifest.agents
-        scope = HookScope(
-            agent=root.agent,
-            subagent=root.subagent,
-            agents=frozenset(restriction) if restriction is not None else None,
-            replaces=manifest.name if root.qualifier else None,
-        )
+        scope = SHARED
+        if root.agent is not None or restriction is not None:
+            # Only a hook that is not shared gets a scope of its own: the registry plans per
+            # agent once any handler's scope `is not SHARED` (registry.set_file_hooks).
+            scope = HookScope(
+                agent=root.agent,
+                subagent=root.subagent,
+                agents=frozenset(restriction) if restriction is not None else None,
+                replaces=manifest.name if root.qualifier else None,
+            )
         record = HookRecord(
             name=name,
             hook_key=hook_key,
@@ -634,7 +638,7 @@ class _Builder:
             record.status, record.reasons = "failed", [str(exc)]
             return
         handler.scope = scope
-        self.handlers.append((handler, list(manifest.keys)))
+        self.handlers.append((handler, manifest.keys))
         if handler.kind is HandlerKind.NODE:
             self.node_records[handler] = record
 
@@ -662,7 +666,7 @@ class _Builder:
             eligible=True,
             enabled=entry.enabled and hooks_enabled,
             reasons=[],
-            missing=empty_missing(),
+            missing=NOTHING_MISSING,
         )
         self.records.append(record)
         self.eligible += 1

@@ -51,7 +51,7 @@ def test_platform_names() -> None:
 def test_no_requirements_is_eligible(bin_dir: Path) -> None:
     result = checker(bin_dir).check(manifest(), EntrySpec())
     assert (result.eligible, result.reasons) == (True, [])
-    assert result.missing == {"bins": [], "anyBins": [], "env": [], "config": [], "os": []}
+    assert result.missing == {"bins": (), "anyBins": (), "env": (), "config": (), "os": ()}
 
 
 def test_os(bin_dir: Path) -> None:
