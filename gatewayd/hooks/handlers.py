@@ -203,17 +203,24 @@ def make_handler(
     hook: str,
     hook_key: str | None = None,
     where: str | None = None,
-    ctx: HookContext | None = None,
+    ctx: HookContext | Callable[[], HookContext] | None = None,
     timeout_s: float | None = None,
     priority: int = DEFAULT_PRIORITY,
     background: bool = False,
     source: str = "code",
 ) -> Handler:
-    """Check ``fn`` and wrap it as a :class:`Handler`; raise :class:`HandlerSignatureError`."""
+    """Check ``fn`` and wrap it as a :class:`Handler`; raise :class:`HandlerSignatureError`.
+
+    ``ctx``: the :class:`HookContext` it gets, or what builds one, called only when ``fn``
+    takes a ``ctx`` (the loader's: most hooks take only the event, and a context built for each
+    was ~2.5 us and two objects of each hook's cold load; bench/NOTES.md, issue 18, session 7).
+    """
     where = where or f"hook {hook!r}: handler {getattr(fn, '__qualname__', fn)!r}"
     if not callable(fn):
         raise HandlerSignatureError(f"{where}: is a {type(fn).__name__}, not a callable")
     takes_ctx = _takes_ctx(fn, where)
+    if ctx is not None and not isinstance(ctx, HookContext):
+        ctx = ctx() if takes_ctx else None
     if takes_ctx and ctx is None:
         ctx = HookContext(
             hook_name=hook,

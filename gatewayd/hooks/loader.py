@@ -350,11 +350,10 @@ class _Builder:
     ) -> Handler:
         """Check paths, import, and validate the export; raise :class:`_Failure`.
         ``hermes_events``: a Hermes hook's event names (its ``handle`` is adapted)."""
-        ctx = self.context(name, hook_key, entry)
         timeout_s = self.timeout_s(entry, own_timeout_ms)
-        priority = next(
-            (p for p in (entry.priority, own_priority) if p is not None), DEFAULT_PRIORITY
-        )
+        priority = entry.priority if entry.priority is not None else own_priority
+        if priority is None:
+            priority = DEFAULT_PRIORITY
         if command:
             try:
                 real = check_file(handler_file, directory, allow_links=allow_links)
@@ -364,7 +363,7 @@ class _Builder:
                 hook=name,
                 hook_key=hook_key,
                 kind=HandlerKind.COMMAND,
-                ctx=ctx,
+                ctx=self.context(name, hook_key, entry),
                 command=Path(real),
                 env=dict(entry.env),
                 timeout_s=timeout_s,
@@ -383,7 +382,7 @@ class _Builder:
                 hook=name,
                 hook_key=hook_key,
                 kind=HandlerKind.NODE,
-                ctx=ctx,
+                ctx=self.context(name, hook_key, entry),
                 node=node,
                 env=dict(entry.env),
                 timeout_s=timeout_s,
@@ -404,7 +403,7 @@ class _Builder:
                 hook=name,
                 hook_key=hook_key,
                 where=f"{handler_file}: export {attr!r}",
-                ctx=ctx,
+                ctx=lambda: self.context(name, hook_key, entry),
                 timeout_s=timeout_s,
                 priority=priority,
                 background=background,
