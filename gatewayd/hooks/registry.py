@@ -286,7 +286,10 @@ class HookRegistry:
             (*code.get(k, ()), *self._files.get(k, ()))
             for k in dict.fromkeys((key, event_type, "*"))
         )
-        return sorted(chained, key=_priority)
+        ordered = sorted(chained, key=_priority)
+        for handler in ordered:  # the dispatcher writes each one's durations ring in place
+            handler.stats.ring()
+        return ordered
 
     def _build_plans(self, event_type: str, key: str) -> None:
         ordered = self._ordered(event_type, key)

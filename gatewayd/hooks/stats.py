@@ -3,9 +3,10 @@
 :class:`HookStats` is what ``gatewayd hooks list --daemon`` and the metrics endpoint show for
 one hook: calls, errors, timeouts, loop stalls, the last error (time, message, ``file:line``)
 and its recent durations. The durations are a fixed ring of :data:`RING` floats per hook,
-written in place by the dispatcher: no allocation per call. A registry keeps one
-:class:`HookStats` per hook name across reloads (a reload replaces the handlers, not their
-history).
+written in place by the dispatcher: no allocation per call (the ring is made when the registry
+first plans the hook's handlers, :meth:`HookStats.ring`, not when the hook is loaded). A
+registry keeps one :class:`HookStats` per hook name across reloads (a reload replaces the
+handlers, not their history).
 
 :data:`running` says which hook's code is on the event loop at this instant: the dispatcher
 sets it around every step of an async handler (and clears it after), so the loop-lag monitor
@@ -68,8 +69,9 @@ class HookStats:
         self.timeouts = 0
         self.stalls = 0
         """Times the loop-lag monitor caught this hook blocking the event loop."""
-        self.durations = [0.0] * RING
-        """Seconds per call, ring-indexed by ``calls & (RING - 1)``."""
+        self.durations: list[float] = []
+        """Seconds per call, ring-indexed by ``calls & (RING - 1)``: :data:`RING` slots from
+        :meth:`ring` on, empty before (no call counted yet)."""
         self.last_error: tuple[float, str, str | None] | None = None
         """``(epoch seconds, message, file:line or None)`` of the latest error or timeout."""
         self.buckets = [0] * (len(BUCKETS) + 1)
@@ -80,8 +82,21 @@ class HookStats:
         """Calls already counted into :attr:`buckets`: the ring is folded in each time it
         fills, so a histogram costs the hot path one test per call."""
 
+    def ring(self) -> None:
+        """Give :attr:`durations` its :data:`RING` slots, before a call is counted: the
+        registry does for every handler it plans, since the dispatcher writes the ring in place.
+
+        A ring made with each hook's counters was 2 KB a hook: a fifth of the memory a cold
+        load of 1,000 hooks takes (~500 page faults) and ~4 ms of its collections (256 items
+        to traverse each), for hooks most of which may never see an event (bench/NOTES.md,
+        issue 18, session 7)."""
+        if not self.durations:
+            self.durations = [0.0] * RING
+
     def record(self, seconds: float) -> None:
         """Count one call that took ``seconds`` (the dispatcher inlines this)."""
+        if not self.durations:
+            self.ring()
         self.durations[self.calls & _MASK] = seconds
         self.calls += 1
         if not self.calls & _MASK:
