@@ -36,7 +36,6 @@ import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -248,9 +247,9 @@ class CommandRouter:
         is empty and says why) or rewrite its text (what the command parser, the later events
         and the transcript see).
         """
-        submit = self._submitter(msg.trace, follows=False)
         async with self._locks.lock(msg.session_key):
-            received = await submit(self._received_event(msg))
+            # Held by its session's bound, as _submitter() says; posted without its closure.
+            received = await self.queue.submit(self._received_event(msg))
             tickets: list[Ticket] = [received]
             text = msg.text
             if self.dispatcher.has_handlers("message:received", msg.session_key):
@@ -334,9 +333,12 @@ class CommandRouter:
         a handler of the same session must not wait behind itself.
         """
         delivered: list[str] = []
-        # Each line's message:sent: content, why cancelled, delivery error, when (epoch ms).
+        dispatcher = self.dispatcher
+        deciding = dispatcher.has_handlers("message:sending", session_key)
+        # Each line's message:sent (content, why cancelled, delivery error, when in epoch ms),
+        # kept only when a hook hears those events: else they are counted, never built.
+        heard = dispatcher.hears("message:sent", session_key)
         outcomes: list[tuple[str, str | None, str | None, int]] = []
-        deciding = self.dispatcher.has_handlers("message:sending", session_key)
         records = first or []
         if entry is not None and records and deciding:
             await self.sessions.append(entry, records)
@@ -365,15 +367,20 @@ class CommandRouter:
                 error = deliver(content)
             if reason is None and error is None:
                 delivered.append(content)
-            outcomes.append((content, reason, error, epoch_ms()))
+            if heard:
+                outcomes.append((content, reason, error, epoch_ms()))
         if delivered:
             now = iso_now()
             records = [*records, *(message_line("assistant", t, now) for t in delivered)]
         if entry is not None and records:  # one write a message, not two (issue 18)
             await self.sessions.append(entry, records)
-        if outcomes:
-            with suppress(QueueClosed):  # shutting down: the rest are not posted
+        try:
+            if outcomes:
                 await self._post_sent(session_key, to, channel, outcomes)
+            elif lines:  # done as accepted (design.md section 8); no coroutine, no events
+                dispatcher.accept_unheard("message:sent", len(lines))
+        except QueueClosed:
+            pass  # shutting down: the rest are not posted
         return delivered
 
     async def _post_sent(
@@ -383,14 +390,11 @@ class CommandRouter:
         channel: str,
         outcomes: list[tuple[str, str | None, str | None, int]],
     ) -> None:
-        """Post a reply's ``message:sent`` events (``Dispatcher.post_all``). When nothing
-        subscribes to them they are done as accepted (design.md section 8) and not even
-        built: three events a message; daemon CPU per message, median of 6 interleaved rounds,
-        memory journal 100 -> 90 us, SQLite 168 -> 137 us (issue 18, bench/NOTES.md)."""
-        dispatcher = self.dispatcher
-        if not dispatcher.hears("message:sent", session_key):
-            dispatcher.accept_unheard("message:sent", len(outcomes))
-            return
+        """Post a reply's ``message:sent`` events (``Dispatcher.post_all``), when a hook hears
+        them. When nothing does, :meth:`send_out` does not call this: they are done as accepted
+        (design.md section 8) and not even built: three events a message; daemon CPU per
+        message, median of 6 interleaved rounds, memory journal 100 -> 90 us, SQLite 168 -> 137
+        us (issue 18, bench/NOTES.md)."""
         events: list[HookEvent] = []
         for content, reason, error, timestamp in outcomes:
             sent = self._event(
@@ -412,10 +416,10 @@ class CommandRouter:
             if error is not None:
                 sent.context["error"] = error
             events.append(sent)
-        await dispatcher.post_all(events)
+        await self.dispatcher.post_all(events)
 
     def _received_event(self, msg: Inbound) -> HookEvent:
-        return self._event(
+        event = self._event(
             "message",
             "received",
             msg.session_key,
@@ -434,6 +438,8 @@ class CommandRouter:
                 },
             },
         )
+        event.trace = msg.trace
+        return event
 
     def _submitter(
         self, trace: bool, follows: bool = True
