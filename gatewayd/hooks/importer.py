@@ -25,9 +25,12 @@ uv may legitimately hard-link from their cache), it has exactly one link.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.abc
+import importlib.machinery
+import importlib.util
 import itertools
 import os
 import re
@@ -232,11 +235,27 @@ def _package_spec(name: str, loader: HookImporter, location: str) -> ModuleSpec:
     return spec
 
 
+_SOURCE_SUFFIXES = tuple(importlib.machinery.SOURCE_SUFFIXES)
+
+
+@functools.cache
+def _pycache_name(filename: str) -> str:
+    """``__pycache__/<stem>.<cache tag>.pyc`` of a file name, as ``cache_from_source`` words it
+    (its cache tag and optimization level are the interpreter's, fixed for the process)."""
+    return importlib.util.cache_from_source(filename)
+
+
 def _file_spec(name: str, loader: HookImporter, origin: str, package_dir: str | None) -> ModuleSpec:
     spec = ModuleSpec(name, loader, origin=origin, is_package=package_dir is not None)
     spec.has_location = True
     if package_dir is not None:
         spec.submodule_search_locations = [package_dir]
+    directory, _, filename = origin.rpartition(os.sep)
+    if directory and sys.pycache_prefix is None and origin.endswith(_SOURCE_SUFFIXES):
+        # What spec.cached would compute (cache_from_source(origin)), from the file name's
+        # part, the same for every hook's handler.py: ~2.5 us less of each hook's cold load
+        # (bench/NOTES.md, issue 18, session 7).
+        spec.cached = f"{directory}{os.sep}{_pycache_name(filename)}"
     return spec
 
 
@@ -321,6 +340,10 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         assert spec is not None
         head = spec.name[len(self.root) + 1 :].partition(".")[0]
         package = self._packages.get(f"{self.root}.{head}") if head else None
+        self._run(module, spec, package)
+
+    def _run(self, module: types.ModuleType, spec: ModuleSpec, package: HookPackage | None) -> None:
+        """:meth:`exec_module` of a module of ``package`` (``None``: the root package)."""
         if package is not None:
             package.modules.add(spec.name)
         if spec.origin is None or not spec.has_location:
@@ -375,10 +398,10 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                 self._dropped += 1
         package.modules.clear()
 
-    def _create(self, spec: ModuleSpec) -> types.ModuleType:
+    def _create(self, spec: ModuleSpec, package: HookPackage) -> types.ModuleType:
         module = _new_module(spec)
         sys.modules[spec.name] = module
-        self.exec_module(module)
+        self._run(module, spec, package)
         return module
 
     def load(
@@ -392,16 +415,17 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         what is already known); siblings come through :meth:`find_spec`. Any exception the
         module's code raises (``SystemExit`` included) propagates, with partial imports purged.
         """
+        hook = HookPackage(name, directory, allow_links)
         with self._lock:
             self.purge(name)
-            self._packages[name] = HookPackage(name, directory, allow_links)
+            self._packages[name] = hook
         # The module's code runs outside the lock: a hook whose import never returns (the
         # loader stops waiting, hooks/bounded.py) must not hold every later load.
         try:
-            package = self._create(_package_spec(name, self, directory))
+            package = self._create(_package_spec(name, self, directory), hook)
             stem = filename.removesuffix(".py")
             origin = os.path.join(directory, filename)
-            module = self._create(_file_spec(f"{name}.{stem}", self, origin, None))
+            module = self._create(_file_spec(f"{name}.{stem}", self, origin, None), hook)
             setattr(package, stem, module)
             return module
         except BaseException:

@@ -1,8 +1,11 @@
-"""read_checked(): the importer's check-and-read of a hook file says what check_file() says."""
+"""The importer's own paths: read_checked() says what check_file() says, and the modules it
+builds carry what importlib's module_from_spec() would give them."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -84,3 +87,27 @@ def test_refuses_what_check_file_refuses_with_its_words(hook: Path, make: object
     assert _error(lambda: read_checked(path, str(hook), allow_links=False, safe_dirs=set())) == (
         expected
     )
+
+
+def test_hook_modules_carry_what_module_from_spec_gives(hook: Path) -> None:
+    from gatewayd.hooks.importer import HookImporter, package_name
+
+    (hook / "handler.py").write_text("from .helper import X\n", encoding="utf-8")
+    (hook / "helper.py").write_text("X = 1\n", encoding="utf-8")
+    importer = HookImporter()
+    importer.install()
+    try:
+        name = package_name(importer.root, "hook", str(hook))
+        handler = importer.load(name, str(hook), "handler.py", allow_links=False)
+        helper = sys.modules[f"{name}.helper"]
+        for module in (handler, helper, sys.modules[name]):
+            spec = module.__spec__
+            assert spec is not None
+            fresh = importlib.util.module_from_spec(spec)
+            for attr in ("__name__", "__file__", "__cached__", "__package__", "__path__"):
+                assert getattr(module, attr, None) == getattr(fresh, attr, None), attr
+            assert module.__loader__ is importer
+        for module in (handler, helper):  # set by the importer, not computed by the spec
+            assert module.__cached__ == importlib.util.cache_from_source(module.__file__ or "")
+    finally:
+        importer.close()
