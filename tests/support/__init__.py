@@ -4,6 +4,8 @@
   process at it, its config file, and ``wait_until`` (a generous bound, never a threshold).
 * :mod:`tests.support.daemon`: :class:`~tests.support.daemon.Daemon`, a ``gatewayd run``
   subprocess with a test ``NOTIFY_SOCKET`` and its JSON log records.
+* :mod:`tests.support.zygote`: the fork server the daemons and CLI runs are started from (the
+  imports done once), and :func:`~tests.support.zygote.can_fork` for when they are exec'd.
 * :mod:`tests.support.control`: :class:`~tests.support.control.Control`, a JSON-lines client of
   the control socket.
 * :mod:`tests.support.cli`: :func:`~tests.support.cli.gatewayd`, ``python -m gatewayd ARGS`` as a

@@ -1,6 +1,7 @@
 """The suite's one way to run the ``gatewayd`` command line: :func:`gatewayd`.
 
 ``gatewayd(state, *args)`` runs ``python -m gatewayd ARGS`` as a real subprocess in ``state``
+(forked from the suite's fork server, :mod:`tests.support.zygote`, or exec'd)
 (its working directory and ``$ELIZA_STATE_DIR``) with the host's settings removed from the
 environment, and captures its output as text. :func:`ok` and :func:`refused` check the outcome
 and show the whole output when it is not the expected one.
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
+from tests.support import zygote
 from tests.support.state import clean_env
 
 Result = subprocess.CompletedProcess[str]
@@ -28,9 +30,12 @@ def gatewayd(
 ) -> Result:
     """``python -m gatewayd ARGS`` against ``state``, ``input`` on its stdin (else none);
     never raises on a non-zero exit. ``env`` adds to (or overrides) the clean environment."""
+    full_env = clean_env(state, env)
+    if zygote.can_fork(()):
+        return zygote.run(args, env=full_env, cwd=state, input=input, timeout=timeout)
     return subprocess.run(
         [sys.executable, "-m", "gatewayd", *args],
-        env=clean_env(state, env),
+        env=full_env,
         cwd=state,
         input=input,
         stdin=subprocess.DEVNULL if input is None else None,
