@@ -179,8 +179,13 @@ class TriggerQueue:
             await self._admit(key, follows)
             count = held.get(key, 0)
         if self._durable:
-            # _journal() inlined: one coroutine less per durable post (-0.2 us an event).
-            commit = self._append(event, None)
+            # _journal() and _append() inlined: one coroutine less per durable post (-0.2 us
+            # an event), and the session's count already looked up (-0.1 us).
+            if not (key.isascii() and event.action.isascii()):
+                check_recordable(event)
+            self._depth += 1
+            held[key] = count + 1
+            commit = self.journal.append(event, None, perf_counter())
             if commit is not None:
                 await commit.wait()  # JournalError: _reject() already gave the slot back
             return

@@ -55,6 +55,8 @@ log = structlog.get_logger("gatewayd.journal")
 
 Mark = tuple[int, str, str, int, float]
 """A dead letter on its way to the file: ``(seq, hook, error, attempts, at)``."""
+Insert = Callable[[sqlite3.Connection], None]
+"""Inserts a batch's rows (:func:`_rows`)."""
 
 T = TypeVar("T")
 DONE_DELAY_S = 0.02
@@ -355,18 +357,20 @@ class SqliteJournal(Journal):
 
         error: JournalError | None = None
         encode = self._encode
+        insert: Insert | None = None
         try:
-            values, width = _row_values(batch, base, encode)
+            if batch:
+                insert = _rows(batch, base, encode)
         except (TypeError, ValueError, RecursionError) as exc:  # a cycle, or nested too deep
             log.error("journal.unrecordable", error=str(exc), events=len(batch))
-            values, width, error = [], 0, JournalError(f"the event cannot be recorded: {exc}")
+            error = JournalError(f"the event cannot be recorded: {exc}")
         deadline: float | None = None
         delay = 0.05
         while error is None:
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                if values:
-                    store.insert_values(conn, values, width)
+                if insert is not None:
+                    insert(conn)
                 self._apply_marks(conn, done, dead)
                 hand_back()
                 conn.execute("COMMIT")
@@ -563,16 +567,29 @@ class SqliteJournal(Journal):
         self._conn = None
 
 
-def _row_values(
-    batch: Sequence[Item], base: dict[str, Any], encode: Callable[[Any], str]
-) -> tuple[list[Any], int]:
-    """The batch's rows for :func:`store.insert_values`, laid end to end, and the row width.
+def _one_kind(batch: Sequence[Item]) -> bool:
+    """The batch's seqs follow one another and its events share one type and action: its rows
+    go in through :func:`store.insert_shared` (three values a row bound instead of six)."""
+    first = batch[0]
+    if batch[-1][3] - first[3] != len(batch) - 1:  # seqs only grow: none is left out
+        return False
+    etype, action = first[0].type, first[0].action
+    for item in batch:
+        event = item[0]
+        if event.type != etype or event.action != action:
+            return False
+    return True
+
+
+def _rows(batch: Sequence[Item], base: dict[str, Any], encode: Callable[[Any], str]) -> Insert:
+    """What inserts the batch's rows (on the writer thread, within the transaction).
 
     Built flat, a row's values extended in one step, with the common cases inline (an ASCII
     session key, an empty context, a context without the gateway's objects): this runs on the
     writer thread holding the GIL while every poster of the next batch waits, 0.51 -> 0.35 us
     an event against tuples per row flattened afterwards, 0.17 with no context to encode
-    (bench/NOTES.md, issue 15, fifth pass)."""
+    (bench/NOTES.md, issue 15, fifth pass). A batch of one kind of event binds its seqs, type
+    and action once (:func:`store.insert_shared`; sixth pass)."""
     if any(item[4] for item in batch):  # a retried dead letter: the rows carry ``only``
         rows = [
             (
@@ -586,12 +603,20 @@ def _row_values(
             )
             for event, _, _, seq, only in batch
         ]
-        return [value for row in rows for value in row], len(store.EVENT_COLUMNS) + 1
-    values: list[Any] = []
+        flat = [value for row in rows for value in row]
+        width = len(store.EVENT_COLUMNS) + 1
+        return lambda conn: store.insert_values(conn, flat, width)
+    shared = _one_kind(batch)
+    if shared:
+        first = batch[0]
+        values: list[Any] = [first[3], first[0].type, first[0].action]
+    else:
+        values = []
     extend = values.extend
     session_value = store.session_value
     for event, _, _, seq, _ in batch:
         key = event.session_key
+        value = key if key.isascii() else session_value(key)
         context = event.context
         if not context:
             text = "{}"  # what encode() gives, without its 0.22 us (an event with no context)
@@ -599,14 +624,10 @@ def _row_values(
             text = context_json(context, base, encode)
         else:
             text = encode(context)
-        extend(
-            (
-                seq,
-                key if key.isascii() else session_value(key),
-                event.type,
-                event.action,
-                event.created,
-                text,
-            )
-        )
-    return values, len(store.EVENT_COLUMNS)
+        if shared:
+            extend((value, event.created, text))
+        else:
+            extend((seq, value, event.type, event.action, event.created, text))
+    if shared:
+        return lambda conn: store.insert_shared(conn, values)
+    return lambda conn: store.insert_values(conn, values, len(store.EVENT_COLUMNS))

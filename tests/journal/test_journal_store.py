@@ -95,3 +95,23 @@ def test_a_key_utf8_cannot_encode_is_stored_as_bytes() -> None:
     lone = "agent:\ud800"
     assert store.session_value(lone) == store.session_blob(lone)
     assert store.session_text(store.session_value(lone)) == lone
+
+
+@pytest.mark.parametrize("count", [1, 3, 8])
+def test_shared_rows_are_numbered_from_the_first_seq_across_statements(
+    conn: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch, count: int
+) -> None:
+    """insert_shared: one type and action for all rows, seqs counted from the first, split into
+    statements of INSERT_ROWS rows (3 here) like insert_values."""
+    monkeypatch.setattr(store, "INSERT_ROWS", 3)
+    params: list[object] = [10, "command", "work"]
+    for n in range(count):
+        params += [f"agent:main:s{n}", float(n), f'{{"n":{n}}}']
+    conn.execute("BEGIN IMMEDIATE")
+    store.insert_shared(conn, params)
+    conn.execute("COMMIT")
+    stored = conn.execute("SELECT seq, session, type, action, ts, context, only FROM events")
+    assert stored.fetchall() == [
+        (10 + n, f"agent:main:s{n}", "command", "work", float(n), f'{{"n":{n}}}', None)
+        for n in range(count)
+    ]
