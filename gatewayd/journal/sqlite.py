@@ -9,8 +9,10 @@ are delivered to the queue's lanes in append order: at once, or, for a large bat
 writer thread starts the next batch's ``COMMIT``, so that their dispatch runs while that
 ``COMMIT`` waits for the disk (the writer needs the GIL to write the rows, not during the fsync).
 
-``done``/``dead`` marks are not waited for: they ride along with the next batch (or go on their
-own a moment later). One lost to a crash means that event is dispatched again (at-least-once).
+``done``/``dead`` marks are not waited for: done marks are written right after each commit, in
+statements of their own that do not fsync (:meth:`SqliteJournal._write_done`), dead marks ride
+along with the next batch; with no batch to follow they go on their own a moment later. One
+lost to a crash or a power cut means that event is dispatched again (at-least-once).
 
 A full disk: the batch is retried with backoff for up to ``gateway.queue.fullWaitMs`` while its
 posters wait (and, the queue being bounded, new posters wait behind them), then its posters get
@@ -96,12 +98,20 @@ class SqliteJournal(Journal):
         self._epoch = ""
         self._seq = 0
         self._conn: sqlite3.Connection | None = None
+        self._relaxed = False
+        """The connection may be at ``synchronous=NORMAL`` (:meth:`_relax`; writer thread)."""
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._batch: list[Item] = []
         self._commit: Commit | None = None
         self._done: list[int] = []
+        """Done marks: the event loop appends, the writer thread takes them from the front
+        (:meth:`_write_done`). The one list object is never replaced, and each side's step is
+        one list operation under the GIL (``append``; a slice, then ``del`` of that many), so
+        a mark appended meanwhile lands after the ones taken and is left for the next time."""
+        self._carry: list[int] = []
+        """Done marks the writer thread took and could not write yet (writer thread only)."""
         self._dead: list[Mark] = []
         self._busy = False
         self._scheduled = False
@@ -317,29 +327,32 @@ class SqliteJournal(Journal):
         if committed and not self._jobs.empty():  # the writer has other work first (a query)
             self._deliver(committed)
             committed = None
-        batch, commit, done, dead = self._batch, self._commit, self._done, self._dead
-        self._batch, self._commit, self._done, self._dead = [], None, [], []
+        batch, commit, dead = self._batch, self._commit, self._dead
+        self._batch, self._commit, self._dead = [], None, []
         self._busy = True
         base = self._base()
-        self._jobs.put(lambda: self._write(batch, commit, done, dead, base, committed))
+        self._jobs.put(lambda: self._write(batch, commit, dead, base, committed))
 
     def _write(
         self,
         batch: list[Item],
         commit: Commit | None,
-        done: list[int],
         dead: list[Mark],
         base: dict[str, Any],
         committed: list[Item] | None = None,
     ) -> None:
-        """One transaction (writer thread): insert ``batch``, apply the marks, commit.
+        """One transaction (writer thread): insert ``batch``, apply the dead letters, commit;
+        then the done marks (:meth:`_write_done`).
 
         ``committed`` (the previous batch, committed, its posters woken) goes back to the event
-        loop to be delivered just before the ``COMMIT``: its dispatch then runs while the
-        ``COMMIT`` waits for the disk (the fsync, during which this thread does not hold the
-        GIL). Earlier, the event loop's dispatch would keep this thread from the GIL it needs
-        to bind the rows and between its statements; later, the fsync would be waited for with
-        nothing else to do. Measured in bench/NOTES.md (issue 15, fourth pass)."""
+        loop to be delivered as this thread lets go of the GIL for the last time before the
+        commit: its dispatch then runs while SQLite inserts and the commit waits for the disk
+        (the fsync). Earlier, the event loop's dispatch would keep this thread from the GIL it
+        needs to bind the rows and between its statements; later, the fsync would be waited
+        for with nothing else to do (bench/NOTES.md, issue 15, fourth pass). A batch that one
+        ``INSERT`` takes, with no dead letters, is that statement alone, in autocommit (the
+        statement is the transaction, committed before it returns): it is handed back before
+        it, and its SQLite work runs beside the dispatch too (sixth pass)."""
         conn = self._conn
         loop = self._loop
         assert conn is not None and loop is not None
@@ -364,14 +377,22 @@ class SqliteJournal(Journal):
         except (TypeError, ValueError, RecursionError) as exc:  # a cycle, or nested too deep
             log.error("journal.unrecordable", error=str(exc), events=len(batch))
             error = JournalError(f"the event cannot be recorded: {exc}")
+        alone = not dead and len(batch) <= store.INSERT_ROWS
         deadline: float | None = None
         delay = 0.05
         while error is None:
             try:
+                if self._relaxed:  # a restore failed after the last marks: nothing unsynced
+                    self._sync_full(conn)
+                if alone:
+                    hand_back()
+                    if insert is not None:
+                        insert(conn)  # one statement, its own transaction (autocommit)
+                    break
                 conn.execute("BEGIN IMMEDIATE")
                 if insert is not None:
                     insert(conn)
-                self._apply_marks(conn, done, dead)
+                self._apply_dead(conn, dead)
                 hand_back()
                 conn.execute("COMMIT")
                 break
@@ -406,11 +427,70 @@ class SqliteJournal(Journal):
         if error is None and self.full:
             self.full = False
             log.info("journal.space_recovered", path=str(self.path))
-        loop.call_soon_threadsafe(self._written, batch, commit, done, dead, error)
-
-    def _apply_marks(self, conn: sqlite3.Connection, done: list[int], dead: list[Mark]) -> None:
+        done = self._take_done()
+        relaxed = self._relax(conn) if done else False
+        loop.call_soon_threadsafe(self._written, batch, commit, dead, error)
         if done:
+            self._write_done(conn, done, relaxed)
+
+    def _relax(self, conn: sqlite3.Connection) -> bool:
+        """(Writer thread.) Let the next statements commit without an fsync (``gateway.queue.sync:
+        full`` only) until :meth:`_sync_full`; True if they will. :attr:`_relaxed` stays set
+        until ``synchronous=FULL`` is back, and every write checks it before it writes."""
+        if self.sync != "full":
+            return False
+        self._relaxed = True
+        try:
+            conn.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.Error:
+            return False  # still FULL; the next write sets it again all the same
+        return True
+
+    def _sync_full(self, conn: sqlite3.Connection) -> None:
+        """(Writer thread.) ``synchronous=FULL`` again after :meth:`_relax`. Raises
+        ``sqlite3.Error`` if SQLite refuses: :attr:`_relaxed` then stays set, and the next write
+        tries again before it writes anything (refusing its events if it still cannot)."""
+        conn.execute("PRAGMA synchronous=FULL")
+        self._relaxed = False
+
+    def _write_done(self, conn: sqlite3.Connection, done: list[int], relaxed: bool) -> None:
+        """(Writer thread.) Write the done marks ``done``, right after a commit, as statements of
+        their own (autocommit), without an fsync when ``relaxed``.
+
+        The event loop is waking that commit's posters meanwhile, and the marks are those of
+        the batch it dispatched during the commit: their ``DELETE``'s SQLite work runs beside
+        the posters, not while the event loop waits for the next commit (as when the marks
+        rode along with the next batch). Not fsynced, the marks reach the disk with the next
+        commit's fsync or the close's checkpoint; one lost meanwhile (a power cut; not a crash
+        of the process, whose writes the kernel keeps) means that event is dispatched again:
+        delivery is at-least-once, as with a mark not yet written at a crash. Marks that
+        cannot be written (a full disk) are kept and tried again next time. The same
+        connection, not a second one with ``synchronous=NORMAL``: a write through another
+        connection makes this one drop its page cache and read the file again at its next
+        commit (+0.35-0.55 ms a commit, bench/NOTES.md, issue 15, sixth pass)."""
+        try:
             self._mark_done(conn, done)
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if not store.is_full(exc):
+                log.warning("journal.marks_failed", error=str(exc), events=len(done))
+            self._carry = done
+        finally:
+            if relaxed:
+                self._sync_full(conn)
+
+    def _take_done(self) -> list[int]:
+        """(Writer thread.) The marks kept from a failed write, then those queued meanwhile."""
+        shared = self._done
+        taken = shared[: len(shared)]
+        del shared[: len(taken)]
+        if self._carry:
+            taken[:0] = self._carry
+            self._carry = []
+        return taken
+
+    def _apply_dead(self, conn: sqlite3.Connection, dead: list[Mark]) -> None:
         if dead:
             conn.executemany("INSERT OR REPLACE INTO dead VALUES (?,?,?,?,?)", dead)
             conn.executemany(
@@ -432,7 +512,6 @@ class SqliteJournal(Journal):
         self,
         batch: list[Item],
         commit: Commit | None,
-        done: list[int],
         dead: list[Mark],
         error: JournalError | None,
     ) -> None:
@@ -444,7 +523,8 @@ class SqliteJournal(Journal):
         its dispatch as it starts their ``COMMIT`` (:meth:`_write`)."""
         self._busy = False
         if error is None:
-            self.commits += 1
+            if batch or dead:  # done marks alone: no commit of events (_write_done)
+                self.commits += 1
             self.committed += len(batch)
             if len(batch) >= HAND_BACK_MIN:
                 if commit is not None:
@@ -461,8 +541,7 @@ class SqliteJournal(Journal):
                 self._pending.pop(item[3], None)
             if batch and error is not None:
                 self._reject(batch, error)
-            self._done[:0] = done  # marks are retried with the next write
-            self._dead[:0] = dead
+            self._dead[:0] = dead  # retried with the next write
         if commit is not None:
             commit.finish(error)
         self._go_on()
@@ -537,23 +616,21 @@ class SqliteJournal(Journal):
             if self._busy:  # the disk stays full: what is in flight is not waited for longer
                 break
         if not self._busy:
-            done, dead, self._done, self._dead = self._done, self._dead, [], []
-            await self._call(lambda conn: self._close_store(conn, done, dead))
+            dead, self._dead = self._dead, []
+            await self._call(lambda conn: self._close_store(conn, dead))
         self._jobs.put(None)
         thread, self._thread = self._thread, None
         await anyio.to_thread.run_sync(thread.join, 5)
 
-    def _close_store(
-        self,
-        conn: sqlite3.Connection,
-        done: list[int],
-        dead: list[Mark],
-    ) -> None:
+    def _close_store(self, conn: sqlite3.Connection, dead: list[Mark]) -> None:
         """Write the marks of the last dispatches, checkpoint the WAL into the file, close."""
+        done = self._take_done()
         if done or dead:
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                self._apply_marks(conn, done, dead)
+                if done:
+                    self._mark_done(conn, done)
+                self._apply_dead(conn, dead)
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 if conn.in_transaction:

@@ -1,12 +1,14 @@
 """How the SQLite journal's writer thread writes (gatewayd/journal/sqlite.py), in-process on a
 real file: a batch of one kind of event (bound with three values a row) and a mixed batch store
-the same rows."""
+the same rows; done marks go in statements of their own right after a commit, are in the file
+without another event to carry them, and are kept and written later when that fails."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +16,22 @@ import anyio
 import pytest
 
 from gatewayd.hooks.events import HookEvent, create_hook_event
+from gatewayd.hooks.registry import HookRegistry
 from gatewayd.journal import store
 from gatewayd.journal.sqlite import SqliteJournal
-from gatewayd.triggers import TriggerQueue
+from gatewayd.triggers import Dispatcher, TriggerQueue
 
 
 def run(main: Callable[[], Awaitable[Any]]) -> Any:
     return anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True})
+
+
+async def until(predicate: Callable[[], bool]) -> None:
+    """Poll ``predicate`` for up to 10 s (a bound against a hang; the test asserts after)."""
+    deadline = time.monotonic() + 10
+    # The file and the writer thread's lists have no event to wait on.
+    while not predicate() and time.monotonic() < deadline:  # noqa: ASYNC110
+        await anyio.sleep(0.02)
 
 
 def rows(path: Path) -> list[tuple[Any, ...]]:
@@ -104,3 +115,128 @@ def test_a_batch_with_a_gap_in_its_seqs_is_stored_as_posted(tmp_path: Path) -> N
     run(main)
     assert [r[0] for r in rows(path)] == [1, 2, 4, 5]
     assert rows(path) == expected(events)
+
+
+def test_done_marks_reach_the_file_without_another_event_to_carry_them(tmp_path: Path) -> None:
+    """The marks of a dispatched batch are written on their own (_write_done) while
+    the daemon waits for more: the file holds nothing pending before any close."""
+    path = tmp_path / "events.db"
+    seen: list[int] = []
+
+    async def record(ev: HookEvent) -> None:
+        seen.append(ev.context["n"])
+
+    async def main() -> list[tuple[Any, ...]]:
+        registry = HookRegistry()
+        registry.register("command:work", record)
+        journal = SqliteJournal(path, base=dict)
+        queue = TriggerQueue(capacity=256, journal=journal)
+        assert await journal.open() == []
+        dispatcher = Dispatcher(queue, registry, concurrency=2)
+        async with anyio.create_task_group() as tg:
+            await tg.start(dispatcher.run)
+            for burst in range(3):
+                await queue.post_all(
+                    [create_hook_event("command", "work", f"s{n % 4}", {"n": n}) for n in range(40)]
+                )
+                assert burst or journal.committed == 40
+            await until(lambda: not rows(path))
+            left = rows(path)
+            assert await dispatcher.drain(30) == 0
+        await journal.close()
+        return left
+
+    assert run(main) == []
+    assert len(seen) == 120
+
+
+def test_done_marks_that_cannot_be_written_are_kept_and_written_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A marks write that fails (SQLite refusing the DELETE, here while ``failing`` is set)
+    loses no mark: they stay pending in the file and go with the next write that succeeds;
+    the connection is back at ``synchronous=FULL`` for the events' commits either way."""
+    path = tmp_path / "events.db"
+    failing = [True]
+    delete_done = store.delete_done
+
+    def flaky(conn: sqlite3.Connection, seqs: Sequence[int]) -> None:
+        if failing[0]:
+            raise sqlite3.OperationalError("disk I/O error")
+        delete_done(conn, seqs)
+
+    monkeypatch.setattr(store, "delete_done", flaky)
+
+    async def noop(ev: HookEvent) -> None:
+        pass
+
+    async def main() -> tuple[int, int, int, int]:
+        registry = HookRegistry()
+        registry.register("command:work", noop)
+        journal = SqliteJournal(path, base=dict)
+        queue = TriggerQueue(capacity=64, journal=journal)
+        assert await journal.open() == []
+        dispatcher = Dispatcher(queue, registry, concurrency=2)
+        async with anyio.create_task_group() as tg:
+            await tg.start(dispatcher.run)
+            await queue.post_all([create_hook_event("command", "work", "s", {}) for _ in range(5)])
+            await until(lambda: len(journal._carry) == 5)
+            kept = len(journal._carry)
+            pending = len(rows(path))
+            sync = await journal._call(lambda c: c.execute("PRAGMA synchronous").fetchone()[0])
+            failing[0] = False
+            await queue.post(create_hook_event("command", "work", "s", {}))
+            await until(lambda: not rows(path))
+            left = len(rows(path))
+            assert await dispatcher.drain(30) == 0
+        await journal.close()
+        return kept, pending, sync, left
+
+    kept, pending, sync, left = run(main)
+    assert (kept, pending) == (5, 5)
+    assert sync == 2  # FULL
+    assert left == 0
+
+
+def test_a_write_after_a_failed_return_to_full_sync_sets_it_before_writing(tmp_path: Path) -> None:
+    """Done marks are written without an fsync; if ``synchronous=FULL`` cannot be set again
+    after them, the next write sets it before it writes its events (their commit is fsynced)."""
+    path = tmp_path / "events.db"
+
+    async def noop(ev: HookEvent) -> None:
+        pass
+
+    async def main() -> tuple[bool, int, int]:
+        registry = HookRegistry()
+        registry.register("command:work", noop)
+        journal = SqliteJournal(path, base=dict)
+        queue = TriggerQueue(capacity=64, journal=journal)
+        assert await journal.open() == []
+        sync_full = journal._sync_full
+        refusals = [1]
+        seen: list[int] = []
+
+        def refuse_once(conn: sqlite3.Connection) -> None:
+            seen.append(conn.execute("PRAGMA synchronous").fetchone()[0])
+            if refusals[0]:
+                refusals[0] -= 1
+                raise sqlite3.OperationalError("refused")
+            sync_full(conn)
+
+        journal._sync_full = refuse_once  # type: ignore[method-assign]
+        dispatcher = Dispatcher(queue, registry, concurrency=2)
+        async with anyio.create_task_group() as tg:
+            await tg.start(dispatcher.run)
+            await queue.post_all([create_hook_event("command", "work", "s", {}) for _ in range(3)])
+            await until(lambda: not refusals[0])
+            relaxed = journal._relaxed
+            await queue.post(create_hook_event("command", "work", "s", {}))
+            sync = await journal._call(lambda c: c.execute("PRAGMA synchronous").fetchone()[0])
+            assert await dispatcher.drain(30) == 0
+        await journal.close()
+        return relaxed, seen[1], sync
+
+    relaxed, before_second, sync = run(main)
+    assert relaxed  # the refusal left the flag set
+    assert before_second == 1  # NORMAL when the next write began: it set FULL first
+    assert sync == 2
