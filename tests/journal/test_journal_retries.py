@@ -39,6 +39,18 @@ def _json(proc: Result) -> dict[str, Any]:
     return data
 
 
+def _listed(state_dir: Path, state: str) -> dict[str, Any]:
+    """``events list --state STATE --json`` once it lists something: done and dead marks are not
+    waited for, they reach the file up to 20 ms after the dispatch (and the test harness's CLI
+    can ask sooner)."""
+
+    def found() -> dict[str, Any] | None:
+        data = _json(events_cli(state_dir, "list", "--state", state, "--json"))
+        return data if data["events"] else None
+
+    return wait_until(found, timeout=30, what=f"a {state} event in the journal")
+
+
 def test_retries_dead_letters_and_the_events_commands(
     start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
 ) -> None:
@@ -61,7 +73,7 @@ def test_retries_dead_letters_and_the_events_commands(
     line = daemon.wait_log("hook.dead_letter", hook="flaky")
     assert line["attempts"] == 3 and line["event_id"] == event_id
 
-    listed = _json(events_cli(state_dir, "list", "--state", "dead", "--json"))
+    listed = _listed(state_dir, "dead")
     (dead,) = listed["events"]
     assert dead["id"] == event_id and dead["state"] == "dead"
     (letter,) = dead["deadLetters"]
@@ -91,7 +103,7 @@ def test_retries_dead_letters_and_the_events_commands(
             what="the retried event done",
         )
     assert journal["dead_letters"] == 0
-    done = _json(events_cli(state_dir, "list", "--state", "done", "--json"))
+    done = _listed(state_dir, "done")
     assert [e["id"] for e in done["events"]] == [event_id]
     assert _json(events_cli(state_dir, "purge", "--all", "--json"))["purged"] == 1
     status_text = ok(gatewayd(state_dir, "status")).stdout
