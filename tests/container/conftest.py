@@ -12,7 +12,8 @@ with ``--dist loadgroup``): the two modules run side by side once their images a
   says Docker cannot run here; otherwise clears what killed sessions left behind and makes the
   base image usable by a non-root user (see :func:`e2e_docker.ensure_traversable_root`).
 * ``app_image`` (session): the repository's ``Dockerfile``, built once per session.
-* ``systemd_image`` (session): the systemd base image plus the app image's ``/opt/gatewayd`` venv.
+* ``systemd_image`` (session): the systemd base image plus the ``/opt/gatewayd`` venv of the
+  Dockerfile's first stage (the app image's, copied as it is), built beside the app image.
 
 Tests that use them carry the ``container`` marker (``-m "not container"`` leaves them out).
 """
@@ -43,7 +44,7 @@ SYSTEMD_DOCKERFILE = (
     f"FROM {SYSTEMD_BASE_IMAGE}\n"
     "RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
     "--no-install-recommends procps >/dev/null && rm -rf /var/lib/apt/lists/*\n"
-    f"COPY --from={APP_IMAGE} /opt/gatewayd /opt/gatewayd\n"
+    f"COPY --from={APP_BUILD_STAGE} /opt/gatewayd /opt/gatewayd\n"
 )
 
 
@@ -56,8 +57,13 @@ def _prepare() -> str | None:
     return reason
 
 
+def _build_stage() -> str:
+    build(APP_BUILD_STAGE, str(REPO), target="build")
+    return APP_BUILD_STAGE
+
+
 def _build_app() -> str:
-    build(APP_IMAGE, str(REPO), stage_tag=APP_BUILD_STAGE)
+    build(APP_IMAGE, str(REPO))  # its first stage is the one just built: from the cache
     return APP_IMAGE
 
 
@@ -66,7 +72,9 @@ def _build_systemd() -> str:
     return SYSTEMD_IMAGE
 
 
-IMAGES = Images({"ready": _prepare, "app": _build_app, "systemd": _build_systemd})
+IMAGES = Images(
+    {"ready": _prepare, "stage": _build_stage, "app": _build_app, "systemd": _build_systemd}
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -105,7 +113,8 @@ def app_image(docker_ready: None) -> str:
 
 
 @pytest.fixture(scope="session")
-def systemd_image(app_image: str) -> str:
-    """systemd as PID 1 with gatewayd installed in ``/opt/gatewayd`` exactly as in the app image."""
+def systemd_image(docker_ready: None) -> str:
+    """systemd as PID 1 with gatewayd installed in ``/opt/gatewayd`` exactly as in the app image
+    (the venv of the Dockerfile's first stage, which the app image copies as it is)."""
     image: str = IMAGES.result("systemd", BUILD_TIMEOUT_S)
     return image

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import tarfile
 import time
@@ -196,47 +195,28 @@ def image_id(tag: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def stage_images(log: str) -> list[str]:
-    """The image each stage of a legacy-builder log ended on, in order (none for BuildKit).
-
-    A stage ends on the last `` ---> ID`` line before the next ``FROM`` step, or the log's end.
-    """
-    ends: list[str] = []
-    last: str | None = None
-    for line in log.splitlines():
-        if re.match(r"Step \d+/\d+ : FROM ", line, re.IGNORECASE) and last is not None:
-            ends.append(last)
-        elif match := re.fullmatch(r" ---> ([0-9a-f]{12,64})", line):
-            last = match.group(1)
-    return [*ends, last] if last is not None else ends
-
-
 def build(
     tag: str,
     context: str | None = None,
     dockerfile: str | None = None,
-    stage_tag: str | None = None,
+    target: str | None = None,
     timeout: float = 900,
 ) -> None:
-    """``docker build --network=host -t TAG`` of ``context``, or of ``dockerfile`` text alone.
+    """``docker build --network=host -t TAG`` of ``context`` (its stage ``target`` alone when
+    given), or of ``dockerfile`` text alone.
 
-    With the vfs storage driver every layer is a full copy of the root filesystem, so what a
-    build replaces is removed: the image ``tag`` pointed at before, and with ``stage_tag`` the
-    first stage's image (tagged ``stage_tag`` to keep it as the cache, and to find it next time).
+    With the vfs storage driver every layer is a full copy of the root filesystem, so the image
+    ``tag`` pointed at before is removed once the build has replaced it.
     """
-    before = {t: image_id(t) for t in (tag, stage_tag) if t is not None}
-    args = ["build", "--network=host", "-t", tag]
+    old = image_id(tag)
+    args = ["build", "--network=host", "-t", tag, *(["--target", target] if target else [])]
     if dockerfile is not None:
-        log = docker(*args, "-", input=dockerfile, timeout=timeout).stdout
+        docker(*args, "-", input=dockerfile, timeout=timeout)
     else:
         assert context is not None, "build() needs a context or a dockerfile"
-        log = docker(*args, context, timeout=timeout).stdout
-    stages = stage_images(log)
-    if stage_tag is not None and len(stages) > 1:
-        docker("tag", stages[0], stage_tag)
-    for name, old in before.items():
-        if old is not None and image_id(name) != old:
-            docker("rmi", old, check=False)  # still used by a container: it stays, harmlessly
+        docker(*args, context, timeout=timeout)
+    if old is not None and image_id(tag) != old:
+        docker("rmi", old, check=False)  # still used by a container: it stays, harmlessly
 
 
 def remove_stale_containers() -> None:

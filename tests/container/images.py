@@ -1,7 +1,9 @@
 """The container tests' images, prepared once per test run on a background thread.
 
-Three steps run in order: check Docker (and tidy up after killed sessions), build the app image
-from the repository's ``Dockerfile``, build the systemd image from it. Each step's outcome is a
+Check Docker (and tidy up after killed sessions), build the first stage of the repository's
+``Dockerfile`` (the venv with gatewayd installed), then the app image (its second stage, the first
+from the cache) and the systemd image (the venv copied in) side by side: the systemd tests, the
+run's last to start, no longer wait for the app image's own layers. Each step's outcome is a
 :class:`~concurrent.futures.Future`; the fixtures wait on them.
 
 Under pytest-xdist every worker collects the container tests, but only one should build (two
@@ -27,8 +29,9 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import IO, Any
 
-STEPS = ("ready", "app", "systemd")
-"""In order; "ready" is None when Docker is usable, else why not (the fixtures then skip)."""
+STEPS = ("ready", "stage", "app", "systemd")
+""""ready" is None when Docker is usable, else why not (the fixtures then skip); the others in
+order, except the last two, which run at once."""
 
 STALE_S = 24 * 3600.0
 
@@ -98,7 +101,7 @@ class Images:
         except BlockingIOError:
             lock.close()
             return False
-        if self._read(STEPS[-1]) is not None:  # the builder finished while we looked
+        if all(self._read(step) is not None for step in STEPS):  # finished while we looked
             lock.close()
             return False
         self._lock = lock
@@ -132,20 +135,31 @@ class Images:
 
     def _run(self) -> None:
         try:
-            for step in STEPS:
-                future = self._futures[step]
-                if step != "ready" and self._futures["ready"].result() is not None:
-                    future.set_result(None)  # Docker is unavailable: the fixtures skip
-                    self._write(step, {"value": None})
-                    continue
-                try:
-                    value = self._steps[step]()
-                except BaseException as exc:  # handed to the fixture that waits on it
-                    future.set_exception(exc)
-                    self._write(step, {"error": f"{type(exc).__name__}: {exc}"})
-                else:
-                    future.set_result(value)
-                    self._write(step, {"value": value})
+            self._step("ready")
+            self._step("stage")
+            beside = threading.Thread(target=self._step, args=("app",), name="e2e-app-image")
+            beside.start()
+            self._step("systemd")
+            beside.join()
         finally:
             if self._lock is not None:
                 self._lock.close()
+
+    def _step(self, step: str) -> None:
+        """Run ``step`` (unless Docker is unavailable or the step it needs failed) and record
+        its outcome for the fixtures here and in the other workers."""
+        future = self._futures[step]
+        if step != "ready" and self._futures["ready"].result() is not None:
+            future.set_result(None)  # Docker is unavailable: the fixtures skip
+            self._write(step, {"value": None})
+            return
+        try:
+            if step in ("app", "systemd"):
+                self._futures["stage"].result()  # raises the stage's failure
+            value = self._steps[step]()
+        except BaseException as exc:  # handed to the fixture that waits on it
+            future.set_exception(exc)
+            self._write(step, {"error": f"{type(exc).__name__}: {exc}"})
+        else:
+            future.set_result(value)
+            self._write(step, {"value": value})
