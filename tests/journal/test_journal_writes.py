@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,30 @@ async def until(predicate: Callable[[], bool]) -> None:
     # The file and the writer thread's lists have no event to wait on.
     while not predicate() and time.monotonic() < deadline:  # noqa: ASYNC110
         await anyio.sleep(0.02)
+
+
+@asynccontextmanager
+async def dispatching(
+    path: Path, handler: Callable[[HookEvent], Awaitable[None]], capacity: int = 64
+) -> AsyncIterator[tuple[SqliteJournal, TriggerQueue]]:
+    """A durable queue on a new journal at ``path``, dispatched to ``handler`` (for
+    ``command:work``): its journal and queue. On the way out it drains, with nothing left over,
+    and closes the journal."""
+    registry = HookRegistry()
+    registry.register("command:work", handler)
+    journal = SqliteJournal(path, base=dict)
+    queue = TriggerQueue(capacity=capacity, journal=journal)
+    assert await journal.open() == []
+    dispatcher = Dispatcher(queue, registry, concurrency=2)
+    async with anyio.create_task_group() as tg:
+        await tg.start(dispatcher.run)
+        yield journal, queue
+        assert await dispatcher.drain(30) == 0
+    await journal.close()
+
+
+async def noop(ev: HookEvent) -> None:
+    pass
 
 
 def rows(path: Path) -> list[tuple[Any, ...]]:
@@ -127,24 +152,14 @@ def test_done_marks_reach_the_file_without_another_event_to_carry_them(tmp_path:
         seen.append(ev.context["n"])
 
     async def main() -> list[tuple[Any, ...]]:
-        registry = HookRegistry()
-        registry.register("command:work", record)
-        journal = SqliteJournal(path, base=dict)
-        queue = TriggerQueue(capacity=256, journal=journal)
-        assert await journal.open() == []
-        dispatcher = Dispatcher(queue, registry, concurrency=2)
-        async with anyio.create_task_group() as tg:
-            await tg.start(dispatcher.run)
+        async with dispatching(path, record, capacity=256) as (journal, queue):
             for burst in range(3):
                 await queue.post_all(
                     [create_hook_event("command", "work", f"s{n % 4}", {"n": n}) for n in range(40)]
                 )
                 assert burst or journal.committed == 40
             await until(lambda: not rows(path))
-            left = rows(path)
-            assert await dispatcher.drain(30) == 0
-        await journal.close()
-        return left
+            return rows(path)
 
     assert run(main) == []
     assert len(seen) == 120
@@ -167,18 +182,8 @@ def test_done_marks_that_cannot_be_written_are_kept_and_written_later(
 
     monkeypatch.setattr(store, "delete_done", flaky)
 
-    async def noop(ev: HookEvent) -> None:
-        pass
-
     async def main() -> tuple[int, int, int, int]:
-        registry = HookRegistry()
-        registry.register("command:work", noop)
-        journal = SqliteJournal(path, base=dict)
-        queue = TriggerQueue(capacity=64, journal=journal)
-        assert await journal.open() == []
-        dispatcher = Dispatcher(queue, registry, concurrency=2)
-        async with anyio.create_task_group() as tg:
-            await tg.start(dispatcher.run)
+        async with dispatching(path, noop) as (journal, queue):
             await queue.post_all([create_hook_event("command", "work", "s", {}) for _ in range(5)])
             await until(lambda: len(journal._carry) == 5)
             kept = len(journal._carry)
@@ -187,10 +192,7 @@ def test_done_marks_that_cannot_be_written_are_kept_and_written_later(
             failing[0] = False
             await queue.post(create_hook_event("command", "work", "s", {}))
             await until(lambda: not rows(path))
-            left = len(rows(path))
-            assert await dispatcher.drain(30) == 0
-        await journal.close()
-        return kept, pending, sync, left
+            return kept, pending, sync, len(rows(path))
 
     kept, pending, sync, left = run(main)
     assert (kept, pending) == (5, 5)
@@ -203,38 +205,26 @@ def test_a_write_after_a_failed_return_to_full_sync_sets_it_before_writing(tmp_p
     after them, the next write sets it before it writes its events (their commit is fsynced)."""
     path = tmp_path / "events.db"
 
-    async def noop(ev: HookEvent) -> None:
-        pass
-
     async def main() -> tuple[bool, int, int]:
-        registry = HookRegistry()
-        registry.register("command:work", noop)
-        journal = SqliteJournal(path, base=dict)
-        queue = TriggerQueue(capacity=64, journal=journal)
-        assert await journal.open() == []
-        sync_full = journal._sync_full
-        refusals = [1]
-        seen: list[int] = []
+        async with dispatching(path, noop) as (journal, queue):
+            sync_full = journal._sync_full
+            refusals = [1]
+            seen: list[int] = []
 
-        def refuse_once(conn: sqlite3.Connection) -> None:
-            seen.append(conn.execute("PRAGMA synchronous").fetchone()[0])
-            if refusals[0]:
-                refusals[0] -= 1
-                raise sqlite3.OperationalError("refused")
-            sync_full(conn)
+            def refuse_once(conn: sqlite3.Connection) -> None:
+                seen.append(conn.execute("PRAGMA synchronous").fetchone()[0])
+                if refusals[0]:
+                    refusals[0] -= 1
+                    raise sqlite3.OperationalError("refused")
+                sync_full(conn)
 
-        journal._sync_full = refuse_once  # type: ignore[method-assign]
-        dispatcher = Dispatcher(queue, registry, concurrency=2)
-        async with anyio.create_task_group() as tg:
-            await tg.start(dispatcher.run)
+            journal._sync_full = refuse_once  # type: ignore[method-assign]
             await queue.post_all([create_hook_event("command", "work", "s", {}) for _ in range(3)])
             await until(lambda: not refusals[0])
             relaxed = journal._relaxed
             await queue.post(create_hook_event("command", "work", "s", {}))
             sync = await journal._call(lambda c: c.execute("PRAGMA synchronous").fetchone()[0])
-            assert await dispatcher.drain(30) == 0
-        await journal.close()
-        return relaxed, seen[1], sync
+            return relaxed, seen[1], sync
 
     relaxed, before_second, sync = run(main)
     assert relaxed  # the refusal left the flag set
