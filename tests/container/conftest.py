@@ -31,6 +31,7 @@ from tests.container.e2e_docker import (
     SYSTEMD_IMAGE,
     build,
     ensure_traversable_root,
+    remove_images,
     remove_stale_containers,
     unavailable_reason,
 )
@@ -57,23 +58,33 @@ def _prepare() -> str | None:
     return reason
 
 
+REPLACED: list[str] = []
+"""Images the builds replaced, removed once every build is done (``Images``' ``cleanup``)."""
+
+
+def _built(old: str | None) -> None:
+    if old is not None:
+        REPLACED.append(old)
+
+
 def _build_stage() -> str:
-    build(APP_BUILD_STAGE, str(REPO), target="build")
+    _built(build(APP_BUILD_STAGE, str(REPO), target="build"))
     return APP_BUILD_STAGE
 
 
 def _build_app() -> str:
-    build(APP_IMAGE, str(REPO))  # its first stage is the one just built: from the cache
+    _built(build(APP_IMAGE, str(REPO)))  # its first stage is the one just built: from the cache
     return APP_IMAGE
 
 
 def _build_systemd() -> str:
-    build(SYSTEMD_IMAGE, dockerfile=SYSTEMD_DOCKERFILE)
+    _built(build(SYSTEMD_IMAGE, dockerfile=SYSTEMD_DOCKERFILE))
     return SYSTEMD_IMAGE
 
 
 IMAGES = Images(
-    {"ready": _prepare, "stage": _build_stage, "app": _build_app, "systemd": _build_systemd}
+    {"ready": _prepare, "stage": _build_stage, "app": _build_app, "systemd": _build_systemd},
+    cleanup=lambda: remove_images(REPLACED),
 )
 
 

@@ -201,13 +201,12 @@ def build(
     dockerfile: str | None = None,
     target: str | None = None,
     timeout: float = 900,
-) -> None:
+) -> str | None:
     """``docker build --network=host -t TAG`` of ``context`` (its stage ``target`` alone when
-    given), or of ``dockerfile`` text alone.
-
-    With the vfs storage driver every layer is a full copy of the root filesystem, so the image
-    ``tag`` pointed at before is removed once the build has replaced it.
-    """
+    given), or of ``dockerfile`` text alone. Returns the id of the image ``tag`` pointed at
+    before when the build replaced it: with the vfs storage driver every layer is a full copy
+    of the root filesystem, so the caller removes it (:func:`remove_images`), once nothing waits
+    for the build any more (deleting an image's files takes seconds here)."""
     old = image_id(tag)
     args = ["build", "--network=host", "-t", tag, *(["--target", target] if target else [])]
     if dockerfile is not None:
@@ -215,8 +214,13 @@ def build(
     else:
         assert context is not None, "build() needs a context or a dockerfile"
         docker(*args, context, timeout=timeout)
-    if old is not None and image_id(tag) != old:
-        docker("rmi", old, check=False)  # still used by a container: it stays, harmlessly
+    return old if old is not None and image_id(tag) != old else None
+
+
+def remove_images(ids: list[str]) -> None:
+    """``docker rmi`` each of ``ids``; one still used by a container stays, harmlessly."""
+    for image in ids:
+        docker("rmi", image, check=False)
 
 
 def remove_stale_containers() -> None:

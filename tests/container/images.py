@@ -55,9 +55,14 @@ def remove_stale_run_dirs(keep: Path) -> None:
 class Images:
     """The preparation steps of one run; see the module docstring."""
 
-    def __init__(self, steps: dict[str, Callable[[], Any]]) -> None:
+    def __init__(
+        self, steps: dict[str, Callable[[], Any]], cleanup: Callable[[], None] | None = None
+    ) -> None:
         assert tuple(steps) == STEPS, steps
         self._steps = steps
+        self._cleanup = cleanup
+        """Run once every step's outcome is out: work nothing should wait for (removing the
+        images the builds replaced)."""
         self._futures: dict[str, Future[Any]] = {step: Future() for step in STEPS}
         self._thread: threading.Thread | None = None
         self._shared = shared_dir()
@@ -141,6 +146,8 @@ class Images:
             beside.start()
             self._step("systemd")
             beside.join()
+            if self._cleanup is not None:
+                self._cleanup()
         finally:
             if self._lock is not None:
                 self._lock.close()
