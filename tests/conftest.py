@@ -10,9 +10,22 @@ would run on alone after the others had finished; started first, it runs beside 
 container tests still come last (``tests/container/conftest.py`` sorts after this hook).
 """
 
+import os
+
 import pytest
 
 pytest_plugins = ["tests.support.bytecode", "tests.support.fixtures"]
+
+WORKER_NICE = 5
+"""How much the xdist workers (and every daemon, CLI run and server they start) yield the CPU
+to the container image builds, which run in dockerd's processes: the builds and then the
+systemd tests are the run's longest path, and at equal priority the builds took 2-3x their
+time alone (bench/NOTES.md, "The test suite's wall time, session 7")."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # an xdist worker
+        os.nice(WORKER_NICE)
 
 
 @pytest.hookimpl(tryfirst=True)
