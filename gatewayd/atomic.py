@@ -24,6 +24,7 @@ import contextlib
 import errno
 import os
 import stat
+import sys
 from pathlib import Path
 
 TAIL_CHUNK = 64 * 1024
@@ -165,23 +166,30 @@ def read_regular(path: str | os.PathLike[str], limit: int, *, head: bool = False
         st = os.fstat(fd)
         if (why := not_regular(path, st.st_mode)) is not None:
             raise NotRegularFile(why)
-        chunks: list[bytes] = []
-        size = 0
-        want = limit if head else limit + 1  # one byte more tells a file over the limit
-        # Reads sized from what fstat says, doubling while the file grows: os.read(fd, n)
-        # allocates n bytes first, and a fixed 1 MiB request made each small file's read cost
-        # heap growth and page faults (~400 page faults in a cold load of 1,000 hooks, for
-        # the end-of-file read alone; bench/NOTES.md, issue 18, session 6).
-        step = st.st_size + 1
-        while size < want:
-            chunk = os.read(fd, min(step, want - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-            step = min(step * 2, 1 << 20)
+        # one byte more tells a file over the limit
+        data = read_fd(fd, st.st_size, limit if head else limit + 1)
     finally:
         os.close(fd)
-    if size > limit:
+    if len(data) > limit:
         raise NotRegularFile(f"{os.fspath(path)} is larger than {limit} bytes")
+    return data
+
+
+def read_fd(fd: int, size: int, want: int = sys.maxsize) -> bytes:
+    """At most ``want`` bytes from ``fd`` up to its end; ``size`` is what ``fstat`` said of it.
+
+    Reads sized from that, doubling while the file grows: ``os.read(fd, n)`` allocates ``n``
+    bytes first, and a fixed 1 MiB request made each small file's read cost heap growth and page
+    faults (~400 page faults in a cold load of 1,000 hooks, for the end-of-file read alone;
+    bench/NOTES.md, issue 18, session 6)."""
+    chunks: list[bytes] = []
+    got = 0
+    step = size + 1
+    while got < want:
+        chunk = os.read(fd, min(step, want - got))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+        step = min(step * 2, 1 << 20)
     return b"".join(chunks)

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.machinery import ModuleSpec
 
-from gatewayd.atomic import read_regular
+from gatewayd.atomic import read_fd, read_regular
 from gatewayd.paths import is_inside
 
 ROOT_PACKAGE = "_gatewayd_hooks"
@@ -146,12 +146,7 @@ def read_checked(
             try:
                 st = os.fstat(fd)
                 _check_stat(path, path, st, inside, allow_links, safe_dirs)
-                chunks = []
-                step = st.st_size + 1  # read to the end, however the file changed since
-                while chunk := os.read(fd, step):
-                    chunks.append(chunk)
-                    step = min(step * 2, 1 << 20)
-                return b"".join(chunks)
+                return read_fd(fd, st.st_size)  # to the end, however the file changed since
             finally:
                 os.close(fd)
     real = check_file(path, inside, allow_links=allow_links, safe_dirs=safe_dirs)
