@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support import zygote
+from tests.support.cli import execd
 from tests.support.daemon import Daemon
 from tests.support.state import clean_env, write_config
 
@@ -32,21 +32,11 @@ def test_a_run_is_the_same_forked_or_execd(
 ) -> None:
     env = clean_env(state_dir, extra)
     forked = zygote.run(args, env=env, cwd=state_dir, input=input, timeout=60)
-    execd = subprocess.run(
-        [sys.executable, "-m", "gatewayd", *args],
-        env=env,
-        cwd=state_dir,
-        input=input,
-        stdin=subprocess.DEVNULL if input is None else None,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    reference = execd(args, env=env, cwd=state_dir, input=input, timeout=60)
     assert (forked.returncode, forked.stdout, forked.stderr) == (
-        execd.returncode,
-        execd.stdout,
-        execd.stderr,
+        reference.returncode,
+        reference.stdout,
+        reference.stderr,
     )
 
 

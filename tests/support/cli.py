@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -31,12 +31,19 @@ def gatewayd(
     """``python -m gatewayd ARGS`` against ``state``, ``input`` on its stdin (else none);
     never raises on a non-zero exit. ``env`` adds to (or overrides) the clean environment."""
     full_env = clean_env(state, env)
-    if zygote.can_fork(()):
-        return zygote.run(args, env=full_env, cwd=state, input=input, timeout=timeout)
+    run = zygote.run if zygote.can_fork(()) else execd
+    return run(args, env=full_env, cwd=state, input=input, timeout=timeout)
+
+
+def execd(
+    args: Sequence[str], *, env: Mapping[str, str], cwd: Path, input: str | None, timeout: float
+) -> Result:
+    """``python -m gatewayd ARGS`` exec'd, as :func:`subprocess.run` with its output captured
+    as text: what :func:`tests.support.zygote.run` stands in for."""
     return subprocess.run(
         [sys.executable, "-m", "gatewayd", *args],
-        env=full_env,
-        cwd=state,
+        env=env,
+        cwd=cwd,
         input=input,
         stdin=subprocess.DEVNULL if input is None else None,
         capture_output=True,
