@@ -478,7 +478,10 @@ class SqliteJournal(Journal):
             self._carry = done
         finally:
             if relaxed:
-                self._sync_full(conn)
+                try:
+                    self._sync_full(conn)
+                except sqlite3.Error as exc:  # _relaxed stays set: the next write sets it first
+                    log.warning("journal.sync_full_refused", error=str(exc))
 
     def _take_done(self) -> list[int]:
         """(Writer thread.) The marks kept from a failed write, then those queued meanwhile."""
