@@ -13,9 +13,12 @@ STAMP  := $(VENV)/.installed
 # runs, Node workers and containers they start, so one worker per core leaves the cores idle
 # much of the run (bench/NOTES.md, "The test suite's wall time"). --dist loadgroup keeps each
 # xdist_group (the container tests, the Redis tests) in one worker; one worker builds the
-# container images for the run meanwhile.
+# container images for the run meanwhile. --no-loadscope-reorder: work goes out in the order the
+# conftests sort it (slow tests first, the Docker image tests last, once their image is built),
+# not largest group first, which gave the container modules two of the four workers at the
+# start, to wait there for their images while the rest of the suite ran on two.
 JOBS  ?= $(shell echo $$((2 * $$(nproc))))
-XDIST ?= -n $(JOBS) --dist loadgroup
+XDIST ?= -n $(JOBS) --dist loadgroup --no-loadscope-reorder
 # Coverage is of the pytest processes only: the `gatewayd run` daemons and CLI runs the tests
 # start as subprocesses are not measured (that would need coverage's subprocess patching in
 # every child and slow each one down). Measured that way on 2026-11-23: 61%, then 57.6% once

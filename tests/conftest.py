@@ -7,7 +7,9 @@ Order: the tests marked ``slow`` run first, those with the longest ``timeout`` m
 authors' bound on how long they may take) ahead. Under pytest-xdist (``--dist loadgroup`` hands
 out work in collection order to whichever worker is free), a test of minutes that came up late
 would run on alone after the others had finished; started first, it runs beside them. The
-container tests still come last (``tests/container/conftest.py`` sorts after this hook).
+container tests are placed after this hook by ``tests/container/conftest.py`` (the systemd
+tests first, the Docker image tests last); the Makefile's ``--no-loadscope-reorder`` makes xdist
+hand work out in this order.
 """
 
 import os

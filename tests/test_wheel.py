@@ -11,48 +11,23 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import sys
 import sysconfig
-import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.wheels import build_wheel, copy_source, run
+
 FIXTURE_HOOK = "wheel-fixture-hook"
-
-
-def run(*args: str | Path, **kw: object) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [str(a) for a in args], capture_output=True, text=True, timeout=300, check=False, **kw
-    )  # type: ignore[call-overload]
-    assert result.returncode == 0, (
-        f"{args}: exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-    )
-    return result  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with the wheel built from a copy of this checkout installed; its bin dir."""
     tmp = tmp_path_factory.mktemp("wheel")
-    src = tmp / "src"
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".keep")
-    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
-    wheel_cfg = pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]
-    # The package plus whatever the wheel force-includes (hooks/, config/, ...).
-    for name in [*wheel_cfg["packages"], *wheel_cfg.get("force-include", {})]:
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, src / name, ignore=ignore)
-        else:
-            (src / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, src / name)
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(REPO / name, src / name)
+    src = copy_source(tmp / "src")
     hook = src / "hooks" / FIXTURE_HOOK
     hook.mkdir(parents=True)
     (hook / "HOOK.md").write_text(
@@ -64,9 +39,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     (hook / "reply.py").write_text("TEXT = 'from the wheel'\n")
 
-    dist = tmp / "dist"
-    run(sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", dist, src)
-    (wheel,) = dist.glob("gatewayd-*.whl")
+    wheel = build_wheel(src, tmp / "dist")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert f"gatewayd/_bundled/hooks/{FIXTURE_HOOK}/HOOK.md" in names
     assert f"gatewayd/_bundled/hooks/{FIXTURE_HOOK}/reply.py" in names

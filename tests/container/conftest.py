@@ -2,23 +2,27 @@
 
 Building the images takes minutes on these machines (dockerd's vfs driver copies the whole
 root filesystem for every layer), so when a session has container tests the builds start in a
-background thread as soon as collection ends, and the container tests are moved to the end of
-the run: the rest of the suite runs while the images build. Under pytest-xdist one worker
-builds for the whole run (see :mod:`tests.container.images`), and each container test module
-runs in one worker (``xdist_group("container-docker")``, ``xdist_group("container-systemd")``,
-with ``--dist loadgroup``): the two modules run side by side once their images are built.
+background thread as soon as collection ends, and the Docker image tests are moved to the end of
+the run: the rest of the suite runs while the images build. The systemd tests, which install
+gatewayd into their container from a wheel and wait for no build, go first. Under pytest-xdist
+one worker builds for the whole run (see :mod:`tests.container.images`), and each container test
+module runs in one worker (``xdist_group("container-docker")``,
+``xdist_group("container-systemd")``, with ``--dist loadgroup``).
 
 * ``docker_ready`` (session): skips, with the reason, only when ``container-env.sh --check``
   says Docker cannot run here; otherwise clears what killed sessions left behind and makes the
   base image usable by a non-root user (see :func:`e2e_docker.ensure_traversable_root`).
 * ``app_image`` (session): the repository's ``Dockerfile``, built once per session.
-* ``systemd_image`` (session): the systemd base image plus the ``/opt/gatewayd`` venv of the
-  Dockerfile's first stage (the app image's, copied as it is), built beside the app image.
+* ``systemd_image`` (session): the systemd base image plus ``procps``, and this checkout's wheel,
+  both made beside the app image's build: the systemd tests install gatewayd into the booted
+  container from that wheel, as a user installs it on a host (``pip install`` in a venv).
 
 Tests that use them carry the ``container`` marker (``-m "not container"`` leaves them out).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -29,23 +33,29 @@ from tests.container.e2e_docker import (
     REPO,
     SYSTEMD_BASE_IMAGE,
     SYSTEMD_IMAGE,
+    SystemdImage,
     build,
     ensure_traversable_root,
     remove_images,
     remove_stale_containers,
     unavailable_reason,
 )
-from tests.container.images import Images
+from tests.container.images import Images, run_dir
+from tests.support.wheels import checkout_wheel
 
 BUILD_TIMEOUT_S = 1800
 
 # procps: /bin/kill for the unit's ExecReload=, as on any standard Debian install (the base image
-# is debootstrap's minbase, which leaves it out). The apt layer comes first so it stays cached.
+# is debootstrap's minbase, which leaves it out). gatewayd is not in the image: the systemd tests
+# install it into the booted container. An image with the venv copied in from the Dockerfile's
+# first stage cost the run its longest path: with the vfs storage driver, `COPY --from` creates
+# a container of the source image (a copy of its whole root filesystem, 555 MB) even when the
+# layer then comes from the cache, and the image's own layers and the container run from it copy
+# 743 MB more (bench/NOTES.md, "The test suite's wall time, session 8").
 SYSTEMD_DOCKERFILE = (
     f"FROM {SYSTEMD_BASE_IMAGE}\n"
     "RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
     "--no-install-recommends procps >/dev/null && rm -rf /var/lib/apt/lists/*\n"
-    f"COPY --from={APP_BUILD_STAGE} /opt/gatewayd /opt/gatewayd\n"
 )
 
 
@@ -77,9 +87,10 @@ def _build_app() -> str:
     return APP_IMAGE
 
 
-def _build_systemd() -> str:
+def _build_systemd() -> dict[str, str]:
     _built(build(SYSTEMD_IMAGE, dockerfile=SYSTEMD_DOCKERFILE))
-    return SYSTEMD_IMAGE
+    wheel = checkout_wheel(run_dir() / "wheel")
+    return {"image": SYSTEMD_IMAGE, "wheel": str(wheel)}
 
 
 IMAGES = Images(
@@ -88,9 +99,25 @@ IMAGES = Images(
 )
 
 
+FIRST_MODULES = frozenset({"test_systemd_service.py"})
+"""Container test modules that run first: the systemd tests need no image build of their own
+(the systemd base with ``procps`` comes from the cache and the wheel takes seconds), so their
+container's boot, install and story run beside the other tests from the start."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Run the container tests last, so that their images build while the others run."""
-    items.sort(key=lambda item: item.get_closest_marker("container") is not None)
+    """The systemd tests first (:data:`FIRST_MODULES`) and the other container tests last, so
+    that their image builds while the rest of the suite runs. Under xdist the Makefile passes
+    ``--no-loadscope-reorder``: otherwise ``--dist loadgroup`` hands out the largest groups (the
+    container modules) first whatever this order, and the Docker module's worker sat idle
+    waiting for its image through most of the run."""
+
+    def place(item: pytest.Item) -> int:
+        if item.get_closest_marker("container") is None:
+            return 1
+        return 0 if item.path.name in FIRST_MODULES else 2
+
+    items.sort(key=place)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -124,8 +151,7 @@ def app_image(docker_ready: None) -> str:
 
 
 @pytest.fixture(scope="session")
-def systemd_image(docker_ready: None) -> str:
-    """systemd as PID 1 with gatewayd installed in ``/opt/gatewayd`` exactly as in the app image
-    (the venv of the Dockerfile's first stage, which the app image copies as it is)."""
-    image: str = IMAGES.result("systemd", BUILD_TIMEOUT_S)
-    return image
+def systemd_image(docker_ready: None) -> SystemdImage:
+    """The image that boots systemd as PID 1, and the wheel of this checkout to install in it."""
+    built: dict[str, str] = IMAGES.result("systemd", BUILD_TIMEOUT_S)
+    return SystemdImage(built["image"], Path(built["wheel"]))

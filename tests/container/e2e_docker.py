@@ -249,6 +249,15 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class SystemdImage:
+    """What the systemd tests boot (``image``) and install into it (``wheel``, this checkout's,
+    on the host: the container mounts its directory)."""
+
+    image: str
+    wheel: Path
+
+
 @dataclass
 class Container:
     """A running container started by this session; :meth:`remove` it when done."""

@@ -1,9 +1,10 @@
 """The container tests' images, prepared once per test run on a background thread.
 
-Check Docker (and tidy up after killed sessions), build the first stage of the repository's
-``Dockerfile`` (the venv with gatewayd installed), then the app image (its second stage, the first
-from the cache) and the systemd image (the venv copied in) side by side: the systemd tests, the
-run's last to start, no longer wait for the app image's own layers. Each step's outcome is a
+Check Docker (and tidy up after killed sessions), then build the first stage of the repository's
+``Dockerfile`` (the venv with gatewayd installed) and the app image (its second stage, the first
+from the cache); beside them, the systemd image (the systemd base plus ``procps``) and this
+checkout's wheel, which the systemd tests install into their booted container: those tests do
+not wait for the app image's build at all. Each step's outcome is a
 :class:`~concurrent.futures.Future`; the fixtures wait on them.
 
 Under pytest-xdist every worker collects the container tests, but only one should build (two
@@ -16,6 +17,7 @@ if the builder went away without writing them. Without xdist, the one process ju
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
@@ -30,8 +32,8 @@ from pathlib import Path
 from typing import IO, Any
 
 STEPS = ("ready", "stage", "app", "systemd")
-""""ready" is None when Docker is usable, else why not (the fixtures then skip); the others in
-order, except the last two, which run at once."""
+""""ready" is None when Docker is usable, else why not (the fixtures then skip); then "stage" and
+"app" in order, and "systemd" beside them."""
 
 STALE_S = 24 * 3600.0
 
@@ -50,6 +52,20 @@ def remove_stale_run_dirs(keep: Path) -> None:
         with contextlib.suppress(OSError):
             if path != keep and time.time() - path.stat().st_mtime > STALE_S:
                 shutil.rmtree(path)
+
+
+def run_dir() -> Path:
+    """A directory for what this run's steps make (the systemd tests' wheel): the one the xdist
+    workers share, else this process's own, removed when it exits."""
+    shared = shared_dir()
+    if shared is not None:
+        shared.mkdir(exist_ok=True)
+        return shared
+    path = Path(tempfile.gettempdir()) / f"gatewayd-e2e-pid-{os.getpid()}"
+    if not path.is_dir():
+        path.mkdir()
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 class Images:
@@ -141,10 +157,12 @@ class Images:
     def _run(self) -> None:
         try:
             self._step("ready")
-            self._step("stage")
-            beside = threading.Thread(target=self._step, args=("app",), name="e2e-app-image")
+            beside = threading.Thread(
+                target=self._step, args=("systemd",), name="e2e-systemd-image"
+            )
             beside.start()
-            self._step("systemd")
+            self._step("stage")
+            self._step("app")
             beside.join()
             if self._cleanup is not None:
                 self._cleanup()
@@ -161,7 +179,7 @@ class Images:
             self._write(step, {"value": None})
             return
         try:
-            if step in ("app", "systemd"):
+            if step == "app":
                 self._futures["stage"].result()  # raises the stage's failure
             value = self._steps[step]()
         except BaseException as exc:  # handed to the fixture that waits on it

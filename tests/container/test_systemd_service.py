@@ -14,7 +14,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.container.e2e_docker import REPO, SYSTEMD_RUN_OPTS, Container, wait_until
+import gatewayd
+from tests.container.e2e_docker import (
+    REPO,
+    SYSTEMD_RUN_OPTS,
+    Container,
+    SystemdImage,
+    wait_until,
+)
 
 pytestmark = [
     pytest.mark.container,
@@ -27,7 +34,8 @@ pytestmark = [
 
 UNIT = "gatewayd.service"
 STATE = "/var/lib/gatewayd"
-GATEWAYD = "/opt/gatewayd/bin/gatewayd"
+VENV = "/opt/gatewayd"
+GATEWAYD = f"{VENV}/bin/gatewayd"
 UNIT_DIR = "/etc/systemd/system"
 
 
@@ -100,10 +108,23 @@ class Service:
         return int(self.show("MainPID")["MainPID"])
 
 
+# As the README's systemd section installs it (a venv at /opt/gatewayd, `pip install` of the
+# package, without the [node] extra), from this checkout's wheel; pip keeps no cache.
+INSTALL = f'python3 -m venv {VENV} && {VENV}/bin/pip install --quiet "$1" && {GATEWAYD} --version'
+INSTALL_ENV = ("PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_CACHE_DIR=1")
+
+
 @pytest.fixture(scope="module")
-def svc(systemd_image: str) -> Iterator[Service]:
-    """A booted systemd container with the unit installed by ``gatewayd install-service``."""
-    ctr = Container.run(systemd_image, "gatewayd-e2e-systemd", *SYSTEMD_RUN_OPTS)
+def svc(systemd_image: SystemdImage) -> Iterator[Service]:
+    """A booted systemd container with gatewayd installed in a venv at ``/opt/gatewayd`` from
+    this checkout's wheel, and the unit installed by ``gatewayd install-service``."""
+    wheel = systemd_image.wheel
+    ctr = Container.run(
+        systemd_image.image,
+        "gatewayd-e2e-systemd",
+        *SYSTEMD_RUN_OPTS,
+        f"--volume={wheel.parent}:/wheels:ro",
+    )
     try:
         # The stand-in base image has "/" at 0700 (see ensure_traversable_root): the service's
         # dynamic user could not reach /opt. A real Debian system has 0755.
@@ -120,6 +141,11 @@ def svc(systemd_image: str) -> Iterator[Service]:
             "systemd to finish booting",
         )
         assert state
+        # After the boot: systemd mounts a fresh /tmp while it boots, under pip's feet.
+        installed = ctr.exec(
+            "sh", "-c", INSTALL, "sh", f"/wheels/{wheel.name}", env=INSTALL_ENV, timeout=600
+        )
+        assert installed.stdout.strip() == f"gatewayd {gatewayd.__version__}", installed.stdout
         out = ctr.exec(GATEWAYD, "install-service").stdout
         assert f"wrote {UNIT_DIR}/{UNIT}" in out
         yield Service(ctr)
