@@ -27,6 +27,7 @@ def reference(options: dict[str, Any]) -> Any:
     return json.JSONEncoder(default=str, **options).encode
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", OPTIONS)
 @settings(max_examples=150, deadline=None)
 @given(value=st.dictionaries(st.text(), values, max_size=6))

@@ -114,6 +114,7 @@ def test_a_torn_transcript_line_is_cut_off_before_the_next_append(
     assert daemon.stop() == 0
 
 
+@pytest.mark.slow
 def test_kill_9_during_large_writes_leaves_every_line_whole(
     start_daemon: StartDaemon, state_dir: Path
 ) -> None:

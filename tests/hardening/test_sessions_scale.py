@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import anyio
+import pytest
 
 from gatewayd.sessions import JOURNAL_NAME, SessionManager
 
@@ -23,6 +24,7 @@ def written() -> int:
     raise AssertionError("no wchar in /proc/self/io")
 
 
+@pytest.mark.slow
 def test_ten_thousand_sessions_write_linear_bytes_not_quadratic(tmp_path: Path) -> None:
     directory = tmp_path / "sessions"
     manager = SessionManager(directory)

@@ -549,6 +549,7 @@ def test_an_edit_100ms_after_a_load_is_seen_even_with_same_size_and_mtime(
     assert messages(build()) == ["two bbb"]
 
 
+@pytest.mark.slow
 def test_reloads_do_not_grow_sys_modules_and_names_are_stable(
     roots: Roots, build: Build, write_hook: WriteHook, loader: HookLoader
 ) -> None:

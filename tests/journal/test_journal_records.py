@@ -40,6 +40,7 @@ values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.text(), values, max_size=6))
 def test_the_fast_encoder_writes_what_the_reference_writes(context: dict[str, Any]) -> None:

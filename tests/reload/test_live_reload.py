@@ -280,6 +280,7 @@ def test_invalid_config_edit_is_refused_and_the_running_one_kept(
     eventually_answers(daemon, [], "the corrected edit applied")
 
 
+@pytest.mark.slow
 def test_no_event_lost_during_a_hundred_reloads(
     add_greet: Any, state_dir: Path, start_daemon: StartDaemon
 ) -> None:
