@@ -1,4 +1,8 @@
-"""HookRegistry dispatch: order, the two layers, isolation of failures, timeouts, threads."""
+"""HookRegistry dispatch: order, the two layers, isolation of failures, timeouts, threads.
+
+Every test runs twice: with plans whose handlers are all async run by the registry's
+specialised runner (``_run_async_plan``), and with every plan run by the general one.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,12 @@ from gatewayd.hooks.events import EventKeyError
 from gatewayd.hooks.handlers import Handler, HandlerSignatureError, make_handler
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.hooks.stats import BUCKETS, RING, HookStats
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["specialised", "general"])
+def specialise(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    monkeypatch.setattr(HookRegistry, "specialise", request.param)
+    return bool(request.param)
 
 
 def new_event(key: str = "command:new") -> HookEvent:
@@ -492,3 +502,88 @@ def test_a_handler_that_blocks_after_suspending_ends_the_chain() -> None:
     report = anyio.run(registry.dispatch, event)
     assert event.halted and event.messages == []
     assert (report.handlers, report.errors, report.timeouts) == (1, 0, 0)
+
+
+def test_the_specialised_runner_runs_what_the_general_one_does(specialise: bool) -> None:
+    """One plan of every case the all-async runner takes (ctx, cfg views, a result, a failure,
+    a handler that suspends, then one that halts the chain) runs the same both ways: what the
+    handlers saw, the event, the report, the counters."""
+    seen: list[Any] = []
+
+    async def plain(event: HookEvent) -> None:
+        seen.append(("plain", event.context["cfg"]))
+
+    async def with_ctx(event: HookEvent, ctx: Any) -> dict[str, Any]:
+        seen.append(("with_ctx", ctx.hook_name, event.context["cfg"]))
+        return {"content": "rewritten"}
+
+    async def fails(event: HookEvent) -> None:
+        seen.append(("fails", event.context["content"]))
+        raise ValueError("no")
+
+    async def suspends(event: HookEvent) -> None:
+        await anyio.lowlevel.checkpoint()
+        seen.append(("suspends", event.context["cfg"]))
+
+    async def halts(event: HookEvent) -> dict[str, Any]:
+        seen.append(("halts",))
+        return {"block": True}
+
+    own = file_hook("with_ctx", with_ctx)
+    own.cfg = {"own": True}
+    registry = HookRegistry()
+    registry.set_file_hooks(
+        [
+            (file_hook("plain", plain), ["message:received"]),
+            (own, ["message:received"]),
+            (file_hook("fails", fails), ["message:received"]),
+            (file_hook("suspends", suspends, timeout_s=5), ["message"]),
+            (file_hook("halts", halts), ["message"]),
+            (file_hook("never", appender("never")), ["*"]),
+        ]
+    )
+
+    async def twice() -> list[Any]:
+        reports = []
+        for _ in range(2):  # the first builds the plan, the second runs the cached one
+            event = new_event("message:received")
+            event.context.update(cfg=base, content="hi")
+            reports.append((await registry.dispatch(event), event))
+        return reports
+
+    base = {"base": True}
+    with structlog.testing.capture_logs():
+        runs = anyio.run(twice)
+    assert ("message:received" in registry._async_plans) is specialise
+    for report, event in runs:
+        assert (report.handlers, report.errors, report.timeouts) == (5, 1, 0)
+        assert [o.hook for o in report.outcomes] == ["fails"]
+        assert event.halted and event.messages == []
+        assert event.context["cfg"] is base and event.context["content"] == "rewritten"
+        assert event.result == {"content": "rewritten", "block": True}
+    assert seen == 2 * [
+        ("plain", base),
+        ("with_ctx", "with_ctx", {"own": True}),
+        ("fails", "rewritten"),
+        ("suspends", base),
+        ("halts",),
+    ]
+    calls = {name: s.calls for name, s in registry.stats().items()}
+    assert calls == {"plain": 2, "with_ctx": 2, "fails": 2, "suspends": 2, "halts": 2, "never": 0}
+    assert registry.stats()["fails"].errors == 2
+
+
+def test_a_plan_with_a_sync_handler_is_not_specialised() -> None:
+    def sync_handler(event: HookEvent) -> None:
+        event.messages.append("sync")
+
+    registry = HookRegistry()
+    registry.register("command:new", appender("async"))
+    registry.register("command", sync_handler)
+    registry.register("session", appender("session"))
+    event = new_event()
+    anyio.run(registry.dispatch, event)
+    anyio.run(registry.dispatch, create_hook_event("session", "start", "s"))
+    assert event.messages == ["async", "sync"]
+    assert "command:new" not in registry._async_plans
+    assert ("session:start" in registry._async_plans) is HookRegistry.specialise
