@@ -49,7 +49,7 @@ from gatewayd.hooks.runners import (
     run_command,
     run_sync,
 )
-from gatewayd.hooks.stats import RING, HookStats, running
+from gatewayd.hooks.stats import BURST_S, RING, SAMPLE_EVERY, HookStats, running
 from gatewayd.hooks.trace import HandlerOutcome, failure, run_traced
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -174,6 +174,8 @@ class HookRegistry:
         fields taken out once (:func:`_entries`): what :func:`_run_async_plan` runs."""
         self.event_counts: dict[str, int] = {}
         """Events dispatched, by ``type:action`` (the metrics endpoint sums them by type)."""
+        self._last_start = _NEVER
+        """When the latest dispatch began (``perf_counter``): whether events come in a burst."""
         self.hook_stats: dict[str, HookStats] = {}
         """File hooks' counters by hook name; they outlive reloads (:meth:`stats`)."""
         self._background: dict[str, tuple[Handler, ...]] = {}
@@ -370,7 +372,14 @@ class HookRegistry:
             if only is not None:
                 plan = tuple(h for h in plan if h.hook in only)
         counts = self.event_counts
-        counts[key] = counts.get(key, 0) + 1
+        n = counts[key] = counts.get(key, 0) + 1
+        # Whether the handlers that return without suspending are timed (hooks/stats.py): on
+        # every event that comes BURST_S or more after the one before, else on the 1st, 9th,
+        # 17th... of its key. A clock read and a ring write a handler were 0.115 us of a
+        # no-op handler's ~0.35 (bench/NOTES.md, issue 18, session 8).
+        start = perf_counter()
+        timed = start - self._last_start >= BURST_S or n & _SAMPLE_MASK == 1
+        self._last_start = start
         token = dispatching.set(event)
         try:
             if event.trace:
@@ -383,9 +392,9 @@ class HookRegistry:
                 )
             base_cfg = event.context.get("cfg", _NO_CFG)
             if entries is not None:
-                steps = _run_async_plan(event, entries, base_cfg)
+                steps = _run_async_plan(event, entries, base_cfg, start, timed)
             else:
-                steps = _run_plan(self, event, plan, 0, None, base_cfg)
+                steps = _run_plan(self, event, plan, 0, None, base_cfg, start, timed)
             try:
                 # next() with a default: a generator that returns None raises no StopIteration
                 # (0.11 against 0.27 us for send() and catching it, timeit).
@@ -429,12 +438,18 @@ class HookRegistry:
                     outcome = await resume(coro, yielded, None)
             finally:
                 steps.close()  # it awaits a coroutine that has ended: nothing more runs
-            seconds = perf_counter() - where["t0"]
+            # Timed from when it began; in a run whose other calls are not timed, from the
+            # start of the run (docs/design.md): plus at most the time of the calls before it
+            # that returned at once.
+            t1 = perf_counter()
+            seconds = t1 - where["t0"]
             handler.stats.record(seconds)
             failed = where["failed"]
             if outcome is not _OK:
                 failed = [*(failed or ()), failure(handler, outcome, seconds)]
-            steps = _run_plan(self, event, plan, where["ran"], failed, where["base_cfg"])
+            steps = _run_plan(
+                self, event, plan, where["ran"], failed, where["base_cfg"], t1, where["timed"]
+            )
             try:
                 yielded = next(steps, _DONE)
             except _Finished as finished:
@@ -450,6 +465,8 @@ def _run_plan(
     ran: int,
     failed: list[HandlerOutcome] | None,
     base_cfg: Any,
+    t0: float,
+    timed: bool,
 ) -> Generator[Any, Any, None]:
     """Run the handlers of ``plan`` after the first ``ran``: the generator that
     :meth:`HookRegistry.dispatch` steps by hand (a coroutine for ``yield from``).
@@ -463,14 +480,15 @@ def _run_plan(
     Ends by returning ``None`` when every handler ran and none failed, else by raising
     :class:`_Finished` with the report. ``failed``: what failed before (a restart after a
     timeout); ``base_cfg``: the event's own ``cfg`` (``_NO_CFG``: none), each handler seeing
-    its own hook's settings in its place (hooks/cfgview.py).
+    its own hook's settings in its place (hooks/cfgview.py). ``t0``: when the run began;
+    ``timed``: whether async handlers that return without suspending are timed (else only
+    counted: :meth:`HookRegistry.dispatch`).
     """
     slot = running
     context = event.context
-    # One clock read per handler: a handler starts when the previous one ended, and t0 is
-    # read again after anything slow between two handlers (a result merged, a failure).
+    # One clock read per timed handler: a handler starts when the previous one ended, and t0
+    # is read again after anything slow between two handlers (a result merged, a failure).
     coro: Any = None
-    t0 = perf_counter()
     for handler in plan[ran:] if ran else plan:
         if event.halted:  # a handler blocked or cancelled: lower priorities do not run
             break
@@ -499,20 +517,26 @@ def _run_plan(
                 failed = _raised(handler, event, exc, perf_counter() - t0, failed)
                 t0 = perf_counter()
                 continue
-            t1 = perf_counter()
-            stats = handler.stats  # HookStats.record() inlined
-            calls = stats.calls
-            stats.durations[calls & _MASK] = t1 - t0
-            stats.calls = calls = calls + 1
-            if not calls & _MASK:
-                stats.fold()
-            t0 = t1
+            stats = handler.stats
+            if timed:  # HookStats.record() inlined
+                t1 = perf_counter()
+                n = stats.timed
+                stats.durations[n & _MASK] = t1 - t0
+                stats.timed = n = n + 1
+                stats.calls += 1
+                if not n & _MASK:
+                    stats.fold()
+                t0 = t1
+            else:
+                stats.calls += 1
             if value is not None:
                 slot.hook = None
                 merge_result(event, handler.hook, value)
                 t0 = perf_counter()
             continue
         slot.hook = None
+        if not timed:  # a thread or another process: timed from its own start
+            t0 = perf_counter()
         timeout_s = handler.timeout_s or registry.default_timeout_s
         if handler.kind is _SYNC:
             threads = registry.hook_threads()
@@ -540,7 +564,7 @@ def _run_plan(
 
 
 def _run_async_plan(
-    event: HookEvent, entries: tuple[_Entry, ...], base_cfg: Any
+    event: HookEvent, entries: tuple[_Entry, ...], base_cfg: Any, t0: float, timed: bool
 ) -> Generator[Any, Any, None]:
     """:func:`_run_plan` from its start for a plan whose handlers are all async: the same
     steps (and the same locals, which :meth:`HookRegistry._suspended` reads when a handler
@@ -556,7 +580,6 @@ def _run_async_plan(
     failed: list[HandlerOutcome] | None = None
     ran = 0
     coro: Any = None
-    t0 = perf_counter()
     for handler, call, ctx, hook, stats, cfg in entries:
         if event.halted:  # a handler blocked or cancelled: lower priorities do not run
             break
@@ -576,13 +599,17 @@ def _run_async_plan(
             failed = _raised(handler, event, exc, perf_counter() - t0, failed)
             t0 = perf_counter()
             continue
-        t1 = perf_counter()
-        calls = stats.calls  # HookStats.record() inlined
-        stats.durations[calls & _MASK] = t1 - t0
-        stats.calls = calls = calls + 1
-        if not calls & _MASK:
-            stats.fold()
-        t0 = t1
+        if timed:  # HookStats.record() inlined
+            t1 = perf_counter()
+            n = stats.timed
+            stats.durations[n & _MASK] = t1 - t0
+            stats.timed = n = n + 1
+            stats.calls += 1
+            if not n & _MASK:
+                stats.fold()
+            t0 = t1
+        else:
+            stats.calls += 1
         if value is not None:
             slot.hook = None
             merge_result(event, hook, value)
@@ -670,6 +697,8 @@ _MAX_SCOPED_PLANS = 4096
 _ASYNC, _SYNC, _NODE = HandlerKind.ASYNC, HandlerKind.SYNC, HandlerKind.NODE
 _OK, _ERROR, _TIMEOUT = Outcome.OK, Outcome.ERROR, Outcome.TIMEOUT
 _MASK = RING - 1
+_SAMPLE_MASK = SAMPLE_EVERY - 1
+_NEVER = float("-inf")
 _NO_CFG: Any = object()
 _NO_CTX: Any = object()
 _CLEAN_REPORTS = tuple(DispatchReport(n, 0, 0) for n in range(64))

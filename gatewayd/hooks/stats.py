@@ -1,12 +1,20 @@
 """Per-hook counters, and which hook's code is running right now.
 
-:class:`HookStats` is what ``gatewayd hooks list --daemon`` and the metrics endpoint show for
-one hook: calls, errors, timeouts, loop stalls, the last error (time, message, ``file:line``)
-and its recent durations. The durations are a fixed ring of :data:`RING` floats per hook,
-written in place by the dispatcher: no allocation per call (the ring is made when the registry
-first plans the hook's handlers, :meth:`HookStats.ring`, not when the hook is loaded). A
-registry keeps one :class:`HookStats` per hook name across reloads (a reload replaces the
-handlers, not their history).
+One hook's counters, :class:`HookStats`, are what ``gatewayd hooks list --daemon`` and the
+metrics endpoint show for it: calls, errors, timeouts, loop stalls, the last error (time,
+message, ``file:line``) and its recent durations. The durations are a fixed ring of
+:data:`RING` floats per hook, written in place by the dispatcher: no allocation per call (the
+ring is made when the registry first plans the hook's handlers, :meth:`HookStats.ring`, not
+when the hook is loaded). A registry keeps one :class:`HookStats` per hook name across reloads
+(a reload replaces the handlers, not their history).
+
+Every call is counted (:attr:`HookStats.calls`); the durations (ring, percentiles, histogram)
+are those of the calls *timed* (:attr:`HookStats.timed`). Every call that suspends, fails, runs
+in a thread or another process is timed; so is an async handler's call that returns without
+suspending, on an event dispatched :data:`BURST_S` or more after the one before (any key's), or
+on the 1st, 9th, 17th... event of its key (one in :data:`SAMPLE_EVERY`): every call outside
+bursts of events, one in :data:`SAMPLE_EVERY` of those within (``HookRegistry.dispatch``;
+docs/design.md).
 
 :data:`running` says which hook's code is on the event loop at this instant: the dispatcher
 sets it around every step of an async handler (and clears it after), so the loop-lag monitor
@@ -46,6 +54,12 @@ BUCKETS = (
     30.0,
 )
 """Upper bounds (seconds) of the duration histogram buckets; one more bucket is ``+Inf``."""
+SAMPLE_EVERY = 8
+"""During a burst, an event key's handlers are timed on one event in this many (a power of
+two: the event count is masked)."""
+BURST_S = 0.001
+"""Events dispatched less than this apart (seconds) are a burst, in which an event key's
+handlers are timed on one event in :data:`SAMPLE_EVERY`."""
 
 
 class HookStats:
@@ -59,28 +73,33 @@ class HookStats:
         "folded",
         "last_error",
         "stalls",
+        "timed",
         "timeouts",
         "total_s",
     )
 
     def __init__(self) -> None:
         self.calls = 0
+        """Every call of the hook's handlers."""
+        self.timed = 0
+        """The calls whose duration was measured (all of them outside bursts: see the module
+        docstring); :attr:`durations` and the histogram hold theirs."""
         self.errors = 0
         self.timeouts = 0
         self.stalls = 0
         """Times the loop-lag monitor caught this hook blocking the event loop."""
         self.durations: list[float] = []
-        """Seconds per call, ring-indexed by ``calls & (RING - 1)``: :data:`RING` slots from
-        :meth:`ring` on, empty before (no call counted yet)."""
+        """Seconds per timed call, ring-indexed by ``timed & (RING - 1)``: :data:`RING` slots
+        from :meth:`ring` on, empty before (no call counted yet)."""
         self.last_error: tuple[float, str, str | None] | None = None
         """``(epoch seconds, message, file:line or None)`` of the latest error or timeout."""
         self.buckets = [0] * (len(BUCKETS) + 1)
-        """Calls per duration bucket (not cumulative), of the first :attr:`folded` calls."""
+        """Timed calls per duration bucket (not cumulative), of the first :attr:`folded`."""
         self.total_s = 0.0
-        """Summed duration of the first :attr:`folded` calls."""
+        """Summed duration of the first :attr:`folded` timed calls."""
         self.folded = 0
-        """Calls already counted into :attr:`buckets`: the ring is folded in each time it
-        fills, so a histogram costs the hot path one test per call."""
+        """Timed calls already counted into :attr:`buckets`: the ring is folded in each time
+        it fills, so a histogram costs the hot path one test per timed call."""
 
     def ring(self) -> None:
         """Give :attr:`durations` its :data:`RING` slots, before a call is counted: the
@@ -94,19 +113,20 @@ class HookStats:
             self.durations = [0.0] * RING
 
     def record(self, seconds: float) -> None:
-        """Count one call that took ``seconds`` (the dispatcher inlines this)."""
+        """Count one call, timed: it took ``seconds`` (the dispatcher inlines this)."""
         if not self.durations:
             self.ring()
-        self.durations[self.calls & _MASK] = seconds
+        self.durations[self.timed & _MASK] = seconds
         self.calls += 1
-        if not self.calls & _MASK:
+        self.timed += 1
+        if not self.timed & _MASK:
             self.fold()
 
     def fold(self) -> None:
-        """Count the ring's calls since the last fold into the histogram (the ring is full)."""
+        """Count the ring's durations since the last fold into the histogram (it is full)."""
         buckets = self.buckets
         self.total_s += sum(self.durations)  # in ring order, as each call was counted
-        self.folded = self.calls
+        self.folded = self.timed
         # The common case first: every call under the first bound (0.5 ms). max() and sum()
         # take ~5 us a fold, sorting and bisecting ~12 us: 0.02 against 0.05 us of each call
         # (bench/NOTES.md, issue 18).
@@ -124,9 +144,10 @@ class HookStats:
         buckets[-1] += len(ring) - below
 
     def histogram(self) -> tuple[list[int], float, int]:
-        """``(cumulative bucket counts incl. +Inf, sum in seconds, count)`` of every call."""
+        """``(cumulative bucket counts incl. +Inf, sum in seconds, count)`` of the timed
+        calls (:attr:`timed`)."""
         buckets, total = list(self.buckets), self.total_s
-        for i in range(self.folded, self.calls):
+        for i in range(self.folded, self.timed):
             seconds = self.durations[i & _MASK]
             buckets[bisect_left(BUCKETS, seconds)] += 1
             total += seconds
@@ -134,7 +155,7 @@ class HookStats:
         for n in buckets:
             running_count += n
             cumulative.append(running_count)
-        return cumulative, total, self.calls
+        return cumulative, total, self.timed
 
     def error(self, message: str, where: str | None) -> None:
         self.errors += 1
@@ -145,8 +166,8 @@ class HookStats:
         self.last_error = (time.time(), message, None)
 
     def percentiles(self) -> tuple[float, float]:
-        """``(p50, p99)`` of the recent calls, in milliseconds (0.0 before any call)."""
-        n = min(self.calls, RING)
+        """``(p50, p99)`` of the recent timed calls, in milliseconds (0.0 before any)."""
+        n = min(self.timed, RING)
         if not n:
             return 0.0, 0.0
         samples = sorted(self.durations[:n])

@@ -15,6 +15,7 @@ import anyio.lowlevel
 import pytest
 import structlog
 
+import gatewayd.hooks.registry
 from gatewayd.hooks import HookEvent, create_hook_event
 from gatewayd.hooks.events import EventKeyError
 from gatewayd.hooks.handlers import Handler, HandlerSignatureError, make_handler
@@ -282,7 +283,10 @@ def test_cancellation_from_outside_is_not_swallowed() -> None:
     assert finished == []
 
 
-def test_every_call_is_counted_and_timed_across_ring_folds() -> None:
+def test_every_call_is_counted_and_timed_across_ring_folds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(gatewayd.hooks.registry, "BURST_S", 0.0)  # no burst: every call timed
     registry = HookRegistry()
 
     async def quiet(event: HookEvent) -> None:
@@ -306,9 +310,63 @@ def test_every_call_is_counted_and_timed_across_ring_folds() -> None:
     for name in ("quiet", "deciding"):
         stats = registry.stats()[name]
         cumulative, total_s, count = stats.histogram()
-        assert stats.calls == count == cumulative[-1] == RING + 44
+        assert stats.calls == stats.timed == count == cumulative[-1] == RING + 44
         assert stats.folded == RING and total_s >= 0
         assert all(0 <= d < 1 for d in stats.durations)
+
+
+def test_in_a_burst_every_call_is_counted_and_one_event_in_eight_timed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Back-to-back events (one long burst here): the calls that return without suspending
+    are timed on the 1st, 9th, 17th... event of their key; calls that suspend or run in a
+    thread are timed every time, from their own start."""
+    monkeypatch.setattr(gatewayd.hooks.registry, "BURST_S", 3600.0)
+
+    async def quiet(event: HookEvent) -> None:
+        pass
+
+    async def suspends(event: HookEvent) -> None:
+        await anyio.sleep(0.002)
+
+    def in_thread(event: HookEvent) -> None:
+        pass
+
+    registry = HookRegistry()
+    registry.set_file_hooks(
+        [
+            (file_hook("quiet", quiet), ["command:new"]),
+            (file_hook("suspends", suspends, timeout_s=5), ["command:new"]),
+            (file_hook("in_thread", in_thread), ["command:new"]),
+            (file_hook("other_key", quiet), ["command:reset"]),
+        ]
+    )
+    events = 8 * 5 + 3
+
+    async def many() -> None:
+        for _ in range(events):
+            await registry.dispatch(new_event())
+        await registry.dispatch(new_event("command:reset"))  # its key's first: timed
+
+    anyio.run(many)
+    stats = registry.stats()
+    assert {name: s.calls for name, s in stats.items()} == {
+        "quiet": events,
+        "suspends": events,
+        "in_thread": events,
+        "other_key": 1,
+    }
+    assert {name: s.timed for name, s in stats.items()} == {
+        "quiet": len(range(1, events + 1, 8)),  # the key's 1st, 9th, 17th... events
+        "suspends": events,
+        "in_thread": events,
+        "other_key": 1,
+    }
+    for s in stats.values():
+        cumulative, _, count = s.histogram()
+        assert count == cumulative[-1] == s.timed
+    assert min(stats["suspends"].durations[:events]) >= 0.002
+    assert max(stats["in_thread"].durations[:events]) < 1
 
 
 def test_a_fold_counts_each_duration_in_the_bucket_of_its_upper_bound() -> None:
