@@ -133,7 +133,9 @@ class GatewayCollector(Collector):
                 family.add_metric([hook], read(stats))
             yield family
         durations = HistogramMetricFamily(
-            "gatewayd_hook_duration_seconds", "Handler run time", labels=["hook"]
+            "gatewayd_hook_duration_seconds",
+            "Handler run time, of the calls timed (in bursts of events, a sample)",
+            labels=["hook"],
         )
         bounds = [str(b) for b in BUCKETS] + ["+Inf"]
         for hook, stats in sorted(hooks.items()):

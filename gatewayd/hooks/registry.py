@@ -573,7 +573,8 @@ def _run_async_plan(
     test of its kind.
 
     CPU time of the dispatch loop against :func:`_run_plan` (bench/NOTES.md, issue 18,
-    session 8): 4.5 -> 4.0 us an event with ten no-op handlers, 1.57 -> 1.51 us with one.
+    session 8): 4.4-4.5 -> 4.0-4.2 us an event with ten no-op handlers, 1.57 -> 1.51-1.55 us
+    with one.
     """
     slot = running
     context = event.context
