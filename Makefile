@@ -14,9 +14,10 @@ STAMP  := $(VENV)/.installed
 # much of the run (bench/NOTES.md, "The test suite's wall time"). --dist loadgroup keeps each
 # xdist_group (the container tests, the Redis tests) in one worker; one worker builds the
 # container images for the run meanwhile. --no-loadscope-reorder: work goes out in the order the
-# conftests sort it (slow tests first, the Docker image tests last, once their image is built),
-# not largest group first, which gave the container modules two of the four workers at the
-# start, to wait there for their images while the rest of the suite ran on two.
+# conftests sort it (slow tests first), not largest group first, which gave the container
+# modules two of the four workers at the start, to wait there for their images while the rest
+# of the suite ran on two; the container groups go out once their images are built
+# (tests/support/scheduling.py).
 JOBS  ?= $(shell echo $$((2 * $$(nproc))))
 XDIST ?= -n $(JOBS) --dist loadgroup --no-loadscope-reorder
 # Coverage is of the pytest processes only: the `gatewayd run` daemons and CLI runs the tests

@@ -9,10 +9,12 @@ out work in collection order to whichever worker is free), a test of minutes tha
 would run on alone after the others had finished; started first, it runs beside them. The
 container tests are placed after this hook by ``tests/container/conftest.py`` (the systemd
 tests first, the Docker image tests last); the Makefile's ``--no-loadscope-reorder`` makes xdist
-hand work out in this order.
+hand work out in this order, except that the container groups wait for their images
+(:mod:`tests.support.scheduling`).
 """
 
 import os
+from typing import Any
 
 import pytest
 
@@ -28,6 +30,16 @@ time alone (bench/NOTES.md, "The test suite's wall time, session 7")."""
 def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):  # an xdist worker
         os.nice(WORKER_NICE)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` hands the container test groups out once their images are built
+    (:mod:`tests.support.scheduling`)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.support.scheduling import ImagesReadyScheduling
+
+    return ImagesReadyScheduling(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)

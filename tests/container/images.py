@@ -38,9 +38,10 @@ STEPS = ("ready", "stage", "app", "systemd")
 STALE_S = 24 * 3600.0
 
 
-def shared_dir() -> Path | None:
-    """The directory the xdist workers of this run share, or None when not under xdist."""
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+def shared_dir(run: str | None = None) -> Path | None:
+    """The directory the xdist workers of the test run ``run`` share (xdist's test-run id; by
+    default this worker's run), or None when not under xdist."""
+    run = run or os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if not run:
         return None
     return Path(tempfile.gettempdir()) / f"gatewayd-e2e-run-{run}"
