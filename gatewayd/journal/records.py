@@ -1,12 +1,11 @@
 """How an event's context becomes the JSON text the SQLite journal stores.
 
-Every accepted event's context is encoded once, on the journal's writer thread, while that
-thread holds the GIL the event loop needs: this is on the durable path's critical path, so it
-must be cheap. ``json.JSONEncoder.encode`` builds a new C encoder (and a float formatter) on
-every call, several times the cost of encoding a small context; :func:`make_encoder` builds the
-C encoder once and reuses it, with the same output (checked against ``JSONEncoder`` in
-tests/journal/test_journal_records.py). Each writer thread makes its own: the encoder's
-cycle-detection table is not to be shared between threads.
+Every accepted event's context is encoded once, on the event loop as its batch is committed:
+this is on the durable path's critical path, so it must be cheap. ``json.JSONEncoder.encode``
+builds a new C encoder (and a float formatter) on every call, several times the cost of
+encoding a small context; :func:`make_encoder` builds the C encoder once and reuses it, with the
+same output (checked against ``JSONEncoder`` in tests/journal/test_journal_records.py). Each
+journal makes its own: the encoder's cycle-detection table is not to be shared between threads.
 
 ``ensure_ascii``: a lone surrogate in a hook-set context value is written as ``\\udXXX`` (and
 read back the same), never handed to SQLite as text it cannot encode. Values JSON has no form

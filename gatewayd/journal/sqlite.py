@@ -1,23 +1,38 @@
 """The durable journal: ``<state>/journal/events.db``, SQLite in WAL mode, with group commit.
 
-Everything touching the file runs in one writer thread (``gatewayd-journal``), fed jobs through
-a queue; the event loop never waits on disk. Group commit: every event appended in the same loop
-tick joins one batch, and while a batch is being written the next one fills, so under load one
-transaction (one fsync with ``gateway.queue.sync: full``) carries many events and the batch size
-follows the load by itself. A batch's posters wake when its ``COMMIT`` returned, and its events
-are delivered to the queue's lanes in append order: at once, or, for a large batch, once the
-writer thread starts the next batch's ``COMMIT``, so that their dispatch runs while that
-``COMMIT`` waits for the disk (the writer needs the GIL to write the rows, not during the fsync).
+Events are written on the event loop: every event appended in the same loop tick joins one
+batch, committed with ``synchronous=NORMAL`` (SQLite writes the WAL frames, ``write()`` only,
+no fsync: 40-100 us a batch on the loop). With ``gateway.queue.sync: full`` the batch's posters
+wake only once an ``fdatasync`` of the ``-wal`` file that began after its commit returned: what
+``synchronous=FULL`` adds in WAL mode, done by a helper process (:mod:`.syncer`) while the loop
+goes on; the next batch fills meanwhile, so under load one fsync carries many events and the
+batch size follows the load by itself. A batch's events are delivered to the queue's lanes in
+append order once it is synced: at once, or, for a large batch, once its woken posters'
+next events are committed, so that its dispatch runs while their sync waits for the disk.
 
-``done``/``dead`` marks are not waited for: done marks are written right after each commit, in
-statements of their own that do not fsync (:meth:`SqliteJournal._write_done`), dead marks ride
-along with the next batch; with no batch to follow they go on their own a moment later. One
-lost to a crash or a power cut means that event is dispatched again (at-least-once).
+Before (up to session 8 of issue 18) a writer thread did the writing with ``synchronous=FULL``:
+it needed the GIL to wake, to bind the rows and after the fsync, and while the event loop
+dispatched it got it only when the loop went idle (or after the 5 ms switch interval), so its
+fsync did not overlap the dispatch; it cost 25-30 us of its CPU and 15-20 us of the loop's a
+message (bench/NOTES.md, issue 18, session 8). That thread (``gatewayd-journal``) now only opens
+and recovers the file, serves ``gatewayd events`` queries, checkpoints and closes; while it
+uses the connection the loop writes nothing (events wait, as behind any write).
+
+Checkpoints: SQLite's automatic one would run inside a commit on the loop (with two fsyncs), so
+it is off; the thread checkpoints (``PASSIVE``) every :data:`CHECKPOINT_EVERY` commits. The WAL
+restarting after one syncs its header (one fsync on the loop per checkpoint).
+
+``done``/``dead`` marks are not waited for: done marks go every :data:`DONE_DELAY_S` (or when
+no batch is being written), in a statement of their own after a batch's; dead marks ride along
+with the next batch. Neither is synced by itself: the next sync, a checkpoint or the close's
+syncs them. One lost to a crash or a power cut means that event is dispatched again
+(at-least-once).
 
 A full disk: the batch is retried with backoff for up to ``gateway.queue.fullWaitMs`` while its
 posters wait (and, the queue being bounded, new posters wait behind them), then its posters get
 :class:`JournalFull` (``journal_full``). SQLite rolls the failed transaction back, so the file
-stays whole. A damaged file found at start is set aside (:func:`store.set_aside`) and a fresh one
+stays whole. A sync that fails refuses the batch's events (``journal_error``) and deletes their
+rows. A damaged file found at start is set aside (:func:`store.set_aside`) and a fresh one
 created; ``journal.set_aside`` names the file.
 """
 
@@ -25,10 +40,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import queue
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from time import perf_counter
@@ -50,6 +67,7 @@ from gatewayd.journal.base import (
 from gatewayd.journal.records import BASE_KEYS, context_json, make_encoder
 from gatewayd.journal.requests import parse_request
 from gatewayd.journal.store import journal_path
+from gatewayd.journal.syncer import Syncer
 
 __all__ = ["SqliteJournal", "journal_path"]
 
@@ -59,15 +77,23 @@ Mark = tuple[int, str, str, int, float]
 """A dead letter on its way to the file: ``(seq, hook, error, attempts, at)``."""
 Insert = Callable[[sqlite3.Connection], None]
 """Inserts a batch's rows (:func:`_rows`)."""
+Pending = tuple[list[Item], Commit | None, list[Mark]]
+"""A batch committed and waiting for its sync: its items, its commit, its dead marks."""
 
 T = TypeVar("T")
 DONE_DELAY_S = 0.02
-"""Done marks with no batch to ride along wait this long for one, then go on their own."""
+"""Done marks are written at most this often while batches follow one another (each write is a
+``DELETE`` on the loop, 15-30 us), and this long after the last batch when none follows."""
 HAND_BACK_MIN = 32
-"""A committed batch of at least this many events is dispatched while the next one's ``COMMIT``
-waits for the disk (:meth:`SqliteJournal._write`); a smaller one at once, as its dispatch
-holds up the writer thread only briefly (a trigger at a low rate is not made to wait for the
-next batch's write)."""
+"""A synced batch of at least this many events is dispatched after its woken posters' next
+events are committed, while their sync waits for the disk (:meth:`SqliteJournal._written`); a
+smaller one at once (a trigger at a low rate is not made to wait for the next batch)."""
+SYNCS_AHEAD = 2
+"""Batches committed and waiting for their syncs at most: the helper starts the next sync as
+the last returns, without waiting for the event loop to hear of it."""
+CHECKPOINT_EVERY = 256
+"""Commits between two checkpoints by the journal's thread (SQLite's own, every 1,000 WAL
+pages, is off: it would run inside a commit on the event loop)."""
 TRIM_EVERY = 1024
 """Done marks between two trims of the retained done events (``retainDone`` > 0)."""
 
@@ -94,26 +120,40 @@ class SqliteJournal(Journal):
         self.full_wait_s = full_wait_s
         self._base = base
         self._encode = make_encoder()
-        """The writer thread's JSON encoder (:mod:`gatewayd.journal.records`)."""
+        """The journal's JSON encoder (:mod:`gatewayd.journal.records`)."""
         self._epoch = ""
         self._seq = 0
         self._conn: sqlite3.Connection | None = None
-        self._relaxed = False
-        """The connection may be at ``synchronous=NORMAL`` (:meth:`_relax`; writer thread)."""
+        self._held = 0
+        """The journal's thread is using the connection (:meth:`_call`): the loop writes
+        nothing meanwhile."""
+        self._syncer: Syncer | None = None
+        """Syncs the WAL after each batch's commit (``sync: full``; :mod:`.syncer`)."""
+        self._walfd = -1
+        self._inflight: deque[Pending] = deque()
+        """Batches committed and waiting for their syncs, oldest first (:data:`SYNCS_AHEAD`)."""
+        self._marks_at = 0.0
+        """``time.monotonic()`` when done marks were last written."""
+        self._since_checkpoint = 0
+        self._started: list[int] = []
+        """Redelivered seqs whose dispatch began, not yet counted in the file (:meth:`started`
+        while the thread held the connection)."""
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._batch: list[Item] = []
         self._commit: Commit | None = None
         self._done: list[int] = []
-        """Done marks: the event loop appends, the writer thread takes them from the front
-        (:meth:`_write_done`). The one list object is never replaced, and each side's step is
-        one list operation under the GIL (``append``; a slice, then ``del`` of that many), so
-        a mark appended meanwhile lands after the ones taken and is left for the next time."""
+        """Done marks not written yet (:meth:`_write_marks`)."""
         self._carry: list[int] = []
-        """Done marks the writer thread took and could not write yet (writer thread only)."""
+        """Done marks whose write failed: written again with the next ones."""
         self._dead: list[Mark] = []
         self._busy = False
+        """No batch may be written now (:meth:`_blocked`, or one is being written)."""
+        self._retrying = False
+        """A batch waits to be written again (a full disk, or the thread held the connection)."""
+        self._handing: list[Item] | None = None
+        """A synced batch whose posters were woken, delivered a turn later (:meth:`_written`)."""
         self._scheduled = False
         """A flush is due on the next loop turn (events were appended)."""
         self._timer: asyncio.TimerHandle | None = None
@@ -134,36 +174,60 @@ class SqliteJournal(Journal):
         self.full = False
         """The last write found the disk full (cleared by the next one that succeeds)."""
 
-    # -- the writer thread ------------------------------------------------------------------
+    # -- the journal's thread -----------------------------------------------------------------
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
             try:
                 job()
-            except Exception as exc:  # a bug; the thread must live on, or nothing is written
+            except Exception as exc:  # a bug; the thread must live on for the next jobs
                 log.exception("journal.job_failed", error=f"{type(exc).__name__}: {exc}")
 
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn(conn)`` on the writer thread, after every job queued before it."""
-        loop = self._loop
-        assert loop is not None and self._thread is not None
+        """Run ``fn(conn)`` on the journal's thread (after every job queued before it); the
+        event loop writes nothing meanwhile (:meth:`_hold`)."""
         done = anyio.Event()
         box: list[Any] = []
 
-        def job() -> None:
-            try:
-                assert self._conn is not None
-                box.append((True, fn(self._conn)))
-            except BaseException as exc:
-                box.append((False, exc))
-            loop.call_soon_threadsafe(done.set)
+        def finished(outcome: tuple[bool, Any]) -> None:
+            box.append(outcome)
+            done.set()
 
-        self._jobs.put(job)
+        self._hold(fn, finished)
         await done.wait()
         ok, value = box[0]
         if not ok:
             raise value
         return value  # type: ignore[no-any-return]
+
+    def _hold(
+        self, fn: Callable[[sqlite3.Connection], T], then: Callable[[tuple[bool, Any]], None]
+    ) -> None:
+        """Run ``fn(conn)`` on the journal's thread, then ``then((ok, value or error))`` on
+        the loop. Until then the loop leaves the connection to the thread: new batches wait
+        (:meth:`_flush`), as they waited behind a query when the thread wrote them."""
+        loop = self._loop
+        assert loop is not None and self._thread is not None
+
+        def finished(outcome: tuple[bool, Any]) -> None:
+            self._held -= 1
+            then(outcome)
+            if not self._held:
+                if self._started:
+                    self._write_started()
+                if not self._busy:
+                    self._go_on()
+
+        def job() -> None:
+            try:
+                assert self._conn is not None
+                outcome: tuple[bool, Any] = (True, fn(self._conn))
+            except BaseException as exc:
+                outcome = (False, exc)
+            loop.call_soon_threadsafe(finished, outcome)
+
+        self._held += 1
+        self._jobs.put(job)
 
     # -- open / recover -----------------------------------------------------------------------
 
@@ -188,13 +252,16 @@ class SqliteJournal(Journal):
         ok, value = box[0]
         if not ok:
             self._jobs.put(None)
-            # The writer thread ends here: close() (the daemon's shutdown after the failed
+            # The thread ends here: close() (the daemon's shutdown after the failed
             # start) must not hand it the closing job, which nobody would ever run.
             thread, self._thread = self._thread, None
             if thread is not None:
                 await anyio.to_thread.run_sync(thread.join, 5)
             raise JournalError(f"cannot open the journal {self.path}: {value}") from value
         rows, self._dead_letters = value
+        if self._walfd >= 0:
+            self._syncer = Syncer(self._loop, self._walfd, self._synced, self._jobs.put)
+            self._syncer.start()
         items = self._items(rows)
         if items:
             log.info(
@@ -233,6 +300,13 @@ class SqliteJournal(Journal):
             )
             conn, epoch = store.connect(self.path, self.sync)
             rows = []
+        # The commits are synced by the syncer (sync: full), and checkpoints by this thread
+        # (module docstring); the recovery above still ran with the configured setting.
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        if self.sync == "full":
+            # The file SQLite keeps while a connection is open (reading the file made it).
+            self._walfd = os.open(f"{self.path}-wal", os.O_RDONLY | os.O_CLOEXEC)
         self._conn = conn
         self._epoch = epoch
         self._seq = store.high_water(conn)
@@ -290,9 +364,22 @@ class SqliteJournal(Journal):
         dispatch keeps ending with the daemon is dead-lettered (:func:`store.recover`)."""
         if seq in self.redelivered:
             self.redelivered.discard(seq)
-            conn = self._conn
-            if conn is not None:
-                self._jobs.put(lambda: store.note_started(conn, seq))
+            self._started.append(seq)
+            if not self._held:
+                self._write_started()
+
+    def _write_started(self) -> None:
+        """(Event loop, connection not held.) Count the dispatches begun (:meth:`started`):
+        not synced by themselves; a crash of the process loses none (the kernel has them)."""
+        conn = self._conn
+        seqs, self._started = self._started, []
+        if conn is None:
+            return
+        try:
+            for seq in seqs:
+                store.note_started(conn, seq)
+        except sqlite3.Error as exc:
+            log.warning("journal.start_count_failed", error=str(exc), events=len(seqs))
 
     def done(self, seq: int) -> None:
         self._pending.pop(seq, None)
@@ -313,97 +400,70 @@ class SqliteJournal(Journal):
             self._timer = self._loop.call_later(DONE_DELAY_S, self._flush)
 
     def _flush(self, committed: list[Item] | None = None) -> None:
-        """Hand the batch being filled to the writer thread. ``committed``: the batch whose
-        commit just woke its posters, not yet delivered: the writer hands it back to be
-        delivered as it starts this batch's ``COMMIT`` (see :meth:`_written`)."""
+        """Write the batch being filled (event loop). ``committed``: the previous batch, synced,
+        its posters woken, not yet delivered: delivered once this batch is committed and its
+        sync requested, so that its dispatch runs while that sync waits for the disk."""
         self._scheduled = False
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._busy or not (self._batch or self._done or self._dead):
+        if self._busy or self._held or not (self._batch or self._done or self._dead):
             if committed:
                 self._deliver(committed)
             return
-        if committed and not self._jobs.empty():  # the writer has other work first (a query)
-            self._deliver(committed)
-            committed = None
         batch, commit, dead = self._batch, self._commit, self._dead
         self._batch, self._commit, self._dead = [], None, []
         self._busy = True
-        base = self._base()
-        self._jobs.put(lambda: self._write(batch, commit, dead, base, committed))
+        if committed:  # into the lanes first (order); dispatched after this commit and request
+            self._deliver(committed)
+        self._attempt(batch, commit, dead, None, 0.05)
 
-    def _write(
+    def _attempt(
         self,
         batch: list[Item],
         commit: Commit | None,
         dead: list[Mark],
-        base: dict[str, Any],
-        committed: list[Item] | None = None,
+        deadline: float | None,
+        delay: float,
     ) -> None:
-        """One transaction (writer thread): insert ``batch``, apply the dead letters, commit;
-        then the done marks (:meth:`_write_done`).
-
-        ``committed`` (the previous batch, committed, its posters woken) goes back to the event
-        loop to be delivered as this thread lets go of the GIL for the last time before the
-        commit: its dispatch then runs while SQLite inserts and the commit waits for the disk
-        (the fsync). Earlier, the event loop's dispatch would keep this thread from the GIL it
-        needs to bind the rows and between its statements; later, the fsync would be waited
-        for with nothing else to do (bench/NOTES.md, issue 15, fourth pass). A batch that one
-        ``INSERT`` takes, with no dead letters, is that statement alone, in autocommit (the
-        statement is the transaction, committed before it returns): it is handed back before
-        it, and its SQLite work runs beside the dispatch too (sixth pass)."""
+        """Commit ``batch`` and the dead marks (event loop, ``synchronous=NORMAL``), then wait
+        for its sync (:meth:`_synced`); on a full disk, try again ``delay`` later, until
+        ``deadline``. A batch one ``INSERT`` takes, with no dead marks, is that statement
+        alone, in autocommit."""
+        assert self._loop is not None
+        if self._held:  # the thread took the connection during a full disk's wait
+            self._retrying = True
+            self._loop.call_later(delay, self._attempt, batch, commit, dead, deadline, delay)
+            return
         conn = self._conn
-        loop = self._loop
-        assert conn is not None and loop is not None
-        if committed:
-            handed = [committed]
-
-            def hand_back() -> None:  # once, before the COMMIT, a failure or a wait
-                if handed:
-                    loop.call_soon_threadsafe(self._deliver, handed.pop())
-
-        else:
-
-            def hand_back() -> None:
-                pass
-
+        assert conn is not None
         error: JournalError | None = None
-        encode = self._encode
         insert: Insert | None = None
         try:
             if batch:
-                insert = _rows(batch, base, encode)
+                insert = _rows(batch, self._base(), self._encode)
         except (TypeError, ValueError, RecursionError) as exc:  # a cycle, or nested too deep
             log.error("journal.unrecordable", error=str(exc), events=len(batch))
             error = JournalError(f"the event cannot be recorded: {exc}")
-        alone = not dead and len(batch) <= store.INSERT_ROWS
-        deadline: float | None = None
-        delay = 0.05
-        while error is None:
-            try:
-                if self._relaxed:  # a restore failed after the last marks: nothing unsynced
-                    self._sync_full(conn)
-                if alone:
-                    hand_back()
-                    if insert is not None:
-                        insert(conn)  # one statement, its own transaction (autocommit)
-                    break
+        try:
+            if error is not None:
+                pass
+            elif not dead and len(batch) <= store.INSERT_ROWS:
+                if insert is not None:
+                    insert(conn)  # one statement, its own transaction (autocommit)
+            else:
                 conn.execute("BEGIN IMMEDIATE")
                 if insert is not None:
                     insert(conn)
                 self._apply_dead(conn, dead)
-                hand_back()
                 conn.execute("COMMIT")
-                break
-            except (sqlite3.Error, ValueError) as exc:  # ValueError: text SQLite cannot take
-                hand_back()
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if not store.is_full(exc):
-                    log.error("journal.write_failed", error=str(exc), events=len(batch))
-                    error = JournalError(f"the journal {self.path} could not record it: {exc}")
-                    break
+        except (sqlite3.Error, ValueError) as exc:  # ValueError: text SQLite cannot take
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if not store.is_full(exc):
+                log.error("journal.write_failed", error=str(exc), events=len(batch))
+                error = JournalError(f"the journal {self.path} could not record it: {exc}")
+            else:
                 if deadline is None:
                     deadline = time.monotonic() + (self.full_wait_s if batch else 0)
                     if not self.full:
@@ -415,59 +475,70 @@ class SqliteJournal(Journal):
                             fix="free space on the journal's filesystem",
                         )
                     self.full = True
-                if time.monotonic() >= deadline:
-                    error = JournalFull(
-                        f"the disk holding the journal {self.path.parent} is full: event not "
-                        "accepted; free space there and post again"
-                    )
-                    break
-                time.sleep(delay)
-                delay = min(delay * 2, 0.5)
-        hand_back()  # the rows could not be encoded: nothing was written
+                if time.monotonic() < deadline:
+                    self._retrying = True
+                    later = min(delay * 2, 0.5)
+                    loop = self._loop
+                    loop.call_later(delay, self._attempt, batch, commit, dead, deadline, later)
+                    return
+                error = JournalFull(
+                    f"the disk holding the journal {self.path.parent} is full: event not "
+                    "accepted; free space there and post again"
+                )
+        self._retrying = False
         if error is None and self.full:
             self.full = False
             log.info("journal.space_recovered", path=str(self.path))
-        done = self._take_done()
-        relaxed = self._relax(conn) if done else False
-        loop.call_soon_threadsafe(self._written, batch, commit, dead, error)
-        if done:
-            self._write_done(conn, done, relaxed)
+        if error is None and (batch or dead):
+            self._since_checkpoint += 1
+        syncer = self._syncer
+        if error is None and batch and syncer is not None:
+            self._inflight.append((batch, commit, dead))
+            syncer.request()
+            # The next batch may be committed, its sync asked for, while this one's runs.
+            self._busy = self._blocked()
+            self._after_commit(batch)
+            return
+        if error is None:
+            self._after_commit(batch)
+        self._written(batch, commit, dead, error)
 
-    def _relax(self, conn: sqlite3.Connection) -> bool:
-        """(Writer thread.) Let the next statements commit without an fsync (``gateway.queue.sync:
-        full`` only) until :meth:`_sync_full`; True if they will. :attr:`_relaxed` stays set
-        until ``synchronous=FULL`` is back, and every write checks it before it writes."""
-        if self.sync != "full":
-            return False
-        self._relaxed = True
+    def _after_commit(self, batch: list[Item]) -> None:
+        """Done marks when they are due (:data:`DONE_DELAY_S`, or no batch written), a
+        checkpoint when one is due (:data:`CHECKPOINT_EVERY`); while the sync waits."""
+        if self._done or self._carry:
+            now = time.monotonic()
+            if not batch or now - self._marks_at >= DONE_DELAY_S:
+                self._marks_at = now
+                self._write_marks()
+        if self._since_checkpoint >= CHECKPOINT_EVERY:
+            self._since_checkpoint = 0
+            self._hold(self._checkpoint, lambda outcome: None)
+
+    def _synced(self, error: OSError | None) -> None:
+        """The sync of the batch in flight returned (:mod:`.syncer`): its posters wake, or, if
+        it failed, get ``journal_error`` (their rows are deleted with the next done marks)."""
+        batch, commit, dead = self._inflight.popleft()
+        failure: JournalError | None = None
+        if error is not None:
+            log.error("journal.sync_failed", error=str(error), events=len(batch))
+            failure = JournalError(f"the journal {self.path} could not be synced: {error}")
+            self._carry.extend(item[3] for item in batch)
+        self._written(batch, commit, dead, failure)
+
+    def _checkpoint(self, conn: sqlite3.Connection) -> None:
+        """(The journal's thread.) Copy the WAL into the file, syncing both (``PASSIVE``)."""
         try:
-            conn.execute("PRAGMA synchronous=NORMAL")
-        except sqlite3.Error:
-            return False  # still FULL; the next write sets it again all the same
-        return True
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error as exc:
+            log.warning("journal.checkpoint_failed", error=str(exc))
 
-    def _sync_full(self, conn: sqlite3.Connection) -> None:
-        """(Writer thread.) ``synchronous=FULL`` again after :meth:`_relax`. Raises
-        ``sqlite3.Error`` if SQLite refuses: :attr:`_relaxed` then stays set, and the next write
-        tries again before it writes anything (refusing its events if it still cannot)."""
-        conn.execute("PRAGMA synchronous=FULL")
-        self._relaxed = False
-
-    def _write_done(self, conn: sqlite3.Connection, done: list[int], relaxed: bool) -> None:
-        """(Writer thread.) Write the done marks ``done``, right after a commit, as statements of
-        their own (autocommit), without an fsync when ``relaxed``.
-
-        The event loop is waking that commit's posters meanwhile, and the marks are those of
-        the batch it dispatched during the commit: their ``DELETE``'s SQLite work runs beside
-        the posters, not while the event loop waits for the next commit (as when the marks
-        rode along with the next batch). Not fsynced, the marks reach the disk with the next
-        commit's fsync or the close's checkpoint; one lost meanwhile (a power cut; not a crash
-        of the process, whose writes the kernel keeps) means that event is dispatched again:
-        delivery is at-least-once, as with a mark not yet written at a crash. Marks that
-        cannot be written (a full disk) are kept and tried again next time. The same
-        connection, not a second one with ``synchronous=NORMAL``: a write through another
-        connection makes this one drop its page cache and read the file again at its next
-        commit (+0.35-0.55 ms a commit, bench/NOTES.md, issue 15, sixth pass)."""
+    def _write_marks(self) -> None:
+        """(Event loop.) Write the done marks, a statement of their own, not synced by itself.
+        Marks that cannot be written (a full disk) are kept and tried again next time."""
+        conn = self._conn
+        assert conn is not None
+        done = self._take_done()
         try:
             self._mark_done(conn, done)
         except sqlite3.Error as exc:
@@ -476,18 +547,10 @@ class SqliteJournal(Journal):
             if not store.is_full(exc):
                 log.warning("journal.marks_failed", error=str(exc), events=len(done))
             self._carry = done
-        finally:
-            if relaxed:
-                try:
-                    self._sync_full(conn)
-                except sqlite3.Error as exc:  # _relaxed stays set: the next write sets it first
-                    log.warning("journal.sync_full_refused", error=str(exc))
 
     def _take_done(self) -> list[int]:
-        """(Writer thread.) The marks kept from a failed write, then those queued meanwhile."""
-        shared = self._done
-        taken = shared[: len(shared)]
-        del shared[: len(taken)]
+        """The marks kept from a failed write, then those queued since."""
+        taken, self._done = self._done, []
         if self._carry:
             taken[:0] = self._carry
             self._carry = []
@@ -518,23 +581,27 @@ class SqliteJournal(Journal):
         dead: list[Mark],
         error: JournalError | None,
     ) -> None:
-        """Back on the event loop after a transaction: deliver (or refuse) and go on.
+        """A batch is durable (or refused): deliver (or refuse) and go on.
 
-        A large committed batch (:data:`HAND_BACK_MIN`): its posters are woken first and the
-        batch is delivered a loop turn later (:meth:`_deliver_after`), once they have appended
-        their next events: those are flushed first, and the writer hands this batch back for
-        its dispatch as it starts their ``COMMIT`` (:meth:`_write`)."""
-        self._busy = False
+        A large batch (:data:`HAND_BACK_MIN`): its posters are woken first and the batch is
+        delivered a loop turn later (:meth:`_deliver_after`), once they have appended their
+        next events: those are committed first, and this batch is dispatched while their sync
+        waits for the disk (:meth:`_flush`)."""
+        handing, self._handing = self._handing, None
+        if handing is not None:  # synced before this one: into the lanes first
+            self._deliver(handing)
+        self._busy = self._blocked()
         if error is None:
-            if batch or dead:  # done marks alone: no commit of events (_write_done)
+            if batch or dead:  # done marks alone: no commit of events
                 self.commits += 1
             self.committed += len(batch)
             if len(batch) >= HAND_BACK_MIN:
                 if commit is not None:
                     commit.finish()
+                self._handing = batch
                 self._busy = True  # until _deliver_after: the woken posters' events wait
                 assert self._loop is not None
-                self._loop.call_soon(self._deliver_after, batch)
+                self._loop.call_soon(self._deliver_after)
                 return
             if batch:
                 self._deliver(batch)
@@ -549,20 +616,30 @@ class SqliteJournal(Journal):
             commit.finish(error)
         self._go_on()
 
-    def _deliver_after(self, batch: list[Item]) -> None:
-        self._busy = False
-        if self._batch:
+    def _deliver_after(self) -> None:
+        batch, self._handing = self._handing, None
+        if batch is None:
+            return  # delivered already: the next batch's sync came first (_written)
+        self._busy = self._blocked()
+        if self._batch and not (self._busy or self._held):
             self._flush(batch)
         else:
             self._deliver(batch)
             self._go_on()
 
+    def _blocked(self) -> bool:
+        """No batch may be written now: one waits to be written again (a full disk), one waits
+        for its delivery (:meth:`_deliver_after`), or :data:`SYNCS_AHEAD` wait for syncs."""
+        return self._retrying or self._handing is not None or len(self._inflight) >= SYNCS_AHEAD
+
     def _go_on(self) -> None:
+        if self._held:
+            return  # the hold's end goes on (_hold)
         if self._batch:
             self._flush()
         elif self._done or self._dead:
             self._poke()
-        elif self._idle is not None:
+        elif self._idle is not None and not (self._busy or self._inflight):
             self._idle.set()
 
     # -- inspection ---------------------------------------------------------------------------
@@ -610,7 +687,7 @@ class SqliteJournal(Journal):
     async def close(self) -> None:
         if self._thread is None:
             return
-        while self._busy or self._batch or self._scheduled or self._timer:
+        while self._busy or self._inflight or self._batch or self._scheduled or self._timer:
             self._idle = anyio.Event()
             if not self._busy:
                 self._flush()
@@ -618,9 +695,15 @@ class SqliteJournal(Journal):
                 await self._idle.wait()
             if self._busy:  # the disk stays full: what is in flight is not waited for longer
                 break
-        if not self._busy:
+        if not (self._busy or self._inflight):
             dead, self._dead = self._dead, []
             await self._call(lambda conn: self._close_store(conn, dead))
+        if self._syncer is not None:
+            self._syncer.close()
+            self._syncer = None
+        if self._walfd >= 0:
+            os.close(self._walfd)
+            self._walfd = -1
         self._jobs.put(None)
         thread, self._thread = self._thread, None
         await anyio.to_thread.run_sync(thread.join, 5)
@@ -662,12 +745,12 @@ def _one_kind(batch: Sequence[Item]) -> bool:
 
 
 def _rows(batch: Sequence[Item], base: dict[str, Any], encode: Callable[[Any], str]) -> Insert:
-    """What inserts the batch's rows (on the writer thread, within the transaction).
+    """What inserts the batch's rows (on the event loop, within the transaction).
 
     Built flat, a row's values extended in one step, with the common cases inline (an ASCII
-    session key, an empty context, a context without the gateway's objects): this runs on the
-    writer thread holding the GIL while every poster of the next batch waits, 0.51 -> 0.35 us
-    an event against tuples per row flattened afterwards, 0.17 with no context to encode
+    session key, an empty context, a context without the gateway's objects): this runs for
+    every durable event on the path to its commit, 0.51 -> 0.35 us an event against tuples per
+    row flattened afterwards, 0.17 with no context to encode
     (bench/NOTES.md, issue 15, fifth pass). A batch of one kind of event binds its seqs, type
     and action once (:func:`store.insert_shared`; sixth pass)."""
     if any(item[4] for item in batch):  # a retried dead letter: the rows carry ``only``

@@ -1,8 +1,8 @@
 """The SQLite journal file: its schema, opening (or setting aside) it, and every query on it.
 
-Plain functions on a ``sqlite3.Connection``, used by the daemon's journal writer thread
-(:mod:`gatewayd.journal.sqlite`) and by ``gatewayd events`` when no daemon runs, so both read and
-change the file the same way.
+Plain functions on a ``sqlite3.Connection``, used by the daemon's journal (its event loop and
+its thread, :mod:`gatewayd.journal.sqlite`) and by ``gatewayd events`` when no daemon runs, so
+both read and change the file the same way.
 
 Tables (``PRAGMA user_version`` = :data:`SCHEMA_VERSION`):
 
@@ -186,11 +186,12 @@ def insert_values(conn: sqlite3.Connection, values: Sequence[Any], width: int) -
     :data:`EVENT_COLUMNS`, and ``only`` when ``width`` is one more.
 
     One multi-row statement per :data:`INSERT_ROWS`, not ``executemany``: the sqlite3 module
-    lets go of the GIL around every statement step, and a writer thread that does that once per
-    row waits for the busy event loop thread each time (~100x slower under load). Rows without
+    lets go of the GIL around every statement step (taking it back costs a thread that is not
+    the event loop's a wait for the busy loop each time: ~100x slower under load when a writer
+    thread wrote the rows), and one step per batch is cheaper on any thread. Rows without
     ``only`` leave the column out rather than bind ``None``: the sqlite3 module binds ``None``
     (and ``bytes``) through its adaptation lookup, ~0.3 us a value against ~0.1 us for text or a
-    number (``only`` is set on retried dead letters only). The writer thread builds ``values``
+    number (``only`` is set on retried dead letters only). The journal builds ``values``
     flat (no tuple per row, no flattening here): 0.51 -> 0.35 us an event (bench/NOTES.md,
     issue 15, fifth pass)."""
     columns = EVENT_COLUMNS if width == len(EVENT_COLUMNS) else (*EVENT_COLUMNS, "only")
@@ -247,7 +248,7 @@ def _shared_sql(rows: int) -> str:
 def runs(seqs: Sequence[int]) -> list[tuple[int, int]]:
     """``seqs`` as sorted runs of consecutive numbers: ``[5, 3, 4, 9]`` -> ``[(3, 5), (9, 9)]``.
 
-    On the writer thread for every batch's done marks, which are usually one run: that case is
+    On the event loop for every write of done marks, which are usually one run: that case is
     recognised without a Python step per seq (0.25-0.38 -> 0.03 us a seq, 256 marks)."""
     if not seqs:
         return []

@@ -1,11 +1,16 @@
 """How the SQLite journal's writer thread writes (gatewayd/journal/sqlite.py), in-process on a
 real file: a batch of one kind of event (bound with three values a row) and a mixed batch store
-the same rows; done marks go in statements of their own right after a commit, are in the file
-without another event to carry them, and are kept and written later when that fails."""
+the same rows; done marks go in statements of their own, are in the file without another event
+to carry them, and are kept and written later when that fails; posters wake once the WAL is
+synced by the helper process (or, without it, the journal's thread), and a failed sync refuses
+the batch; the loop leaves the connection alone while the thread uses it; checkpoints."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import signal
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -19,8 +24,11 @@ import structlog
 
 from gatewayd.hooks.events import HookEvent, create_hook_event
 from gatewayd.hooks.registry import HookRegistry
+from gatewayd.journal import sqlite as sqlite_journal
 from gatewayd.journal import store
+from gatewayd.journal.base import JournalError
 from gatewayd.journal.sqlite import SqliteJournal
+from gatewayd.journal.syncer import Syncer
 from gatewayd.triggers import Dispatcher, TriggerQueue
 
 
@@ -170,8 +178,8 @@ def test_done_marks_that_cannot_be_written_are_kept_and_written_later(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A marks write that fails (SQLite refusing the DELETE, here while ``failing`` is set)
-    loses no mark: they stay pending in the file and go with the next write that succeeds;
-    the connection is back at ``synchronous=FULL`` for the events' commits either way."""
+    loses no mark, and refuses no event: they stay pending in the file and go with the next
+    write that succeeds."""
     path = tmp_path / "events.db"
     failing = [True]
     delete_done = store.delete_done
@@ -183,54 +191,188 @@ def test_done_marks_that_cannot_be_written_are_kept_and_written_later(
 
     monkeypatch.setattr(store, "delete_done", flaky)
 
-    async def main() -> tuple[int, int, int, int]:
+    async def main() -> tuple[int, int, int]:
         async with dispatching(path, noop) as (journal, queue):
             await queue.post_all([create_hook_event("command", "work", "s", {}) for _ in range(5)])
             await until(lambda: len(journal._carry) == 5)
             kept = len(journal._carry)
             pending = len(rows(path))
-            sync = await journal._call(lambda c: c.execute("PRAGMA synchronous").fetchone()[0])
+            await queue.post(create_hook_event("command", "work", "s", {}))  # accepted
             failing[0] = False
             await queue.post(create_hook_event("command", "work", "s", {}))
             await until(lambda: not rows(path))
-            return kept, pending, sync, len(rows(path))
+            return kept, pending, len(rows(path))
 
-    kept, pending, sync, left = run(main)
+    kept, pending, left = run(main)
     assert (kept, pending) == (5, 5)
-    assert sync == 2  # FULL
     assert left == 0
 
 
-def test_a_write_after_a_failed_return_to_full_sync_sets_it_before_writing(tmp_path: Path) -> None:
-    """Done marks are written without an fsync; if ``synchronous=FULL`` cannot be set again
-    after them, the next write sets it before it writes its events (their commit is fsynced)."""
+def test_posters_wake_only_once_a_sync_begun_after_their_commit_returned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch is in the file (committed, ``synchronous=NORMAL``) when its sync is asked
+    for, and its poster is not told "accepted" before that sync answered."""
+    path = tmp_path / "events.db"
+    asked: list[int] = []
+    release = anyio.Event()
+    request = Syncer.request
+
+    def held(syncer: Syncer) -> None:
+        asked.append(len(rows(path)))  # what the file holds as the sync is asked for
+
+        async def later() -> None:
+            await release.wait()
+            request(syncer)
+
+        tg.start_soon(later)
+
+    monkeypatch.setattr(Syncer, "request", held)
+
+    async def main() -> tuple[list[int], bool, int, int]:
+        nonlocal tg
+        async with anyio.create_task_group() as tg:
+            journal = SqliteJournal(path, base=dict)
+            queue = TriggerQueue(capacity=64, journal=journal)
+            assert await journal.open() == []
+            assert journal._syncer is not None and journal._syncer.helper_pid is not None
+            accepted = anyio.Event()
+
+            async def post() -> None:
+                await queue.post(create_hook_event("command", "work", "s", {}))
+                accepted.set()
+
+            tg.start_soon(post)
+            await until(lambda: bool(asked))
+            await anyio.sleep(0.1)
+            early = accepted.is_set()
+            release.set()
+            await accepted.wait()
+            sync = await journal._call(lambda c: c.execute("PRAGMA synchronous").fetchone()[0])
+            await journal.close()
+        return asked, early, sync, journal.commits
+
+    tg: Any = None
+    asked_rows, early, sync, commits = run(main)
+    assert asked_rows == [1]
+    assert not early
+    assert sync == 1  # NORMAL: the syncer does what FULL would add
+    assert commits == 1
+
+
+def test_a_sync_that_fails_refuses_the_batch_and_its_rows_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ``fdatasync`` error: the posters get ``journal_error``; the batch's rows, committed
+    but not known to be on the disk, are deleted (a restart does not dispatch them)."""
+    path = tmp_path / "events.db"
+    failures = [1]
+    request = Syncer.request
+
+    def failing(syncer: Syncer) -> None:
+        if failures[0]:
+            failures[0] -= 1
+            syncer._loop.call_soon(syncer._done, OSError(errno.EIO, "I/O error"))
+        else:
+            request(syncer)
+
+    monkeypatch.setattr(Syncer, "request", failing)
+
+    async def main() -> tuple[str, list[int], int]:
+        async with dispatching(path, noop) as (journal, queue):
+            with pytest.raises(JournalError) as refused:
+                await queue.post(create_hook_event("command", "work", "s", {"n": 0}))
+            await queue.post(create_hook_event("command", "work", "s", {"n": 1}))
+            await until(lambda: not rows(path))
+            left = [r[0] for r in rows(path)]
+        return refused.value.code, left, journal.refused
+
+    code, left, refused = run(main)
+    assert code == "journal_error"
+    assert left == []
+    assert refused == 1
+
+
+def test_a_helper_that_goes_away_leaves_the_syncs_to_the_journal_thread(tmp_path: Path) -> None:
+    """The helper killed: one ``journal.syncer_lost`` warning, and events are still accepted,
+    synced by the journal's thread."""
     path = tmp_path / "events.db"
 
-    async def main() -> tuple[bool, int, int]:
+    async def main() -> tuple[int | None, int]:
         async with dispatching(path, noop) as (journal, queue):
-            sync_full = journal._sync_full
-            refusals = [1]
-            seen: list[int] = []
-
-            def refuse_once(conn: sqlite3.Connection) -> None:
-                seen.append(conn.execute("PRAGMA synchronous").fetchone()[0])
-                if refusals[0]:
-                    refusals[0] -= 1
-                    raise sqlite3.OperationalError("refused")
-                sync_full(conn)
-
-            journal._sync_full = refuse_once  # type: ignore[method-assign]
-            await queue.post_all([create_hook_event("command", "work", "s", {}) for _ in range(3)])
-            await until(lambda: not refusals[0])
-            relaxed = journal._relaxed
             await queue.post(create_hook_event("command", "work", "s", {}))
-            sync = await journal._call(lambda c: c.execute("PRAGMA synchronous").fetchone()[0])
-            return relaxed, seen[1], sync
+            syncer = journal._syncer
+            assert syncer is not None and syncer.helper_pid is not None
+            os.kill(syncer.helper_pid, signal.SIGKILL)
+            for n in range(3):
+                await queue.post(create_hook_event("command", "work", "s", {"n": n}))
+            return syncer.helper_pid, journal.committed
 
     with structlog.testing.capture_logs() as logs:
-        relaxed, before_second, sync = run(main)
-    # A refusal is handled where it happens, not by the writer's "a bug" catch-all.
-    assert [r for r in logs if r["event"] == "journal.job_failed"] == []
-    assert relaxed  # the refusal left the flag set
-    assert before_second == 1  # NORMAL when the next write began: it set FULL first
-    assert sync == 2
+        helper, committed = run(main)
+    assert helper is None
+    assert committed == 4
+    assert [r["event"] for r in logs if r["event"].startswith("journal.syncer")] == [
+        "journal.syncer_lost"
+    ]
+
+
+def test_the_loop_writes_nothing_while_the_journal_thread_holds_the_connection(
+    tmp_path: Path,
+) -> None:
+    """A query on the journal's thread (here a transaction it rolls back) and a post at the
+    same time: the post's rows are not written into the thread's transaction (they would be
+    rolled back with it), but after it."""
+    path = tmp_path / "events.db"
+
+    def slow_rollback(conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        time.sleep(0.2)
+        conn.execute("ROLLBACK")
+
+    release = anyio.Event()
+
+    async def gate(ev: HookEvent) -> None:
+        await release.wait()
+
+    async def main() -> list[tuple[Any, ...]]:
+        async with dispatching(path, gate) as (_, queue):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(journal_call, queue, slow_rollback)
+                await anyio.sleep(0.05)
+                await queue.post(create_hook_event("command", "work", "s", {}))
+            found = rows(path)  # the thread's transaction is over: the event is still there
+            release.set()
+            return found
+
+    async def journal_call(queue: TriggerQueue, fn: Callable[[sqlite3.Connection], None]) -> None:
+        assert isinstance(queue.journal, SqliteJournal)
+        await queue.journal._call(fn)
+
+    assert [r[0] for r in run(main)] == [1]
+
+
+def test_the_journal_thread_checkpoints_every_so_many_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's automatic checkpoint (which would run inside a commit on the loop) is off;
+    the journal's thread checkpoints every ``CHECKPOINT_EVERY`` commits instead."""
+    path = tmp_path / "events.db"
+    monkeypatch.setattr(sqlite_journal, "CHECKPOINT_EVERY", 3)
+    done: list[int] = []
+    checkpoint = SqliteJournal._checkpoint
+
+    def counted(journal: SqliteJournal, conn: sqlite3.Connection) -> None:
+        checkpoint(journal, conn)
+        done.append(conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+
+    monkeypatch.setattr(SqliteJournal, "_checkpoint", counted)
+
+    async def main() -> None:
+        async with dispatching(path, noop) as (_, queue):
+            for n in range(7):
+                await queue.post(create_hook_event("command", "work", "s", {"n": n}))
+            await until(lambda: len(done) == 2)
+
+    run(main)
+    assert done == [0, 0]
