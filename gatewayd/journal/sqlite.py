@@ -19,8 +19,9 @@ and recovers the file, serves ``gatewayd events`` queries, checkpoints and close
 uses the connection the loop writes nothing (events wait, as behind any write).
 
 Checkpoints: SQLite's automatic one would run inside a commit on the loop (with two fsyncs), so
-it is off; the thread checkpoints (``PASSIVE``) every :data:`CHECKPOINT_EVERY` commits. The WAL
-restarting after one syncs its header (one fsync on the loop per checkpoint).
+it is off; the thread checkpoints (``PASSIVE``, on a connection of its own, while the loop goes
+on) every :data:`CHECKPOINT_EVERY` commits. The WAL restarting after one syncs its header (one
+fsync on the loop per checkpoint).
 
 ``done``/``dead`` marks are not waited for: done marks go every :data:`DONE_DELAY_S` (or when
 no batch is being written), in a statement of their own after a batch's; dead marks ride along
@@ -135,6 +136,8 @@ class SqliteJournal(Journal):
         self._marks_at = 0.0
         """``time.monotonic()`` when done marks were last written."""
         self._since_checkpoint = 0
+        self._checkpointer: sqlite3.Connection | None = None
+        """The journal thread's own connection, for checkpoints (:meth:`_checkpoint`)."""
         self._started: list[int] = []
         """Redelivered seqs whose dispatch began, not yet counted in the file (:meth:`started`
         while the thread held the connection)."""
@@ -307,6 +310,7 @@ class SqliteJournal(Journal):
         if self.sync == "full":
             # The file SQLite keeps while a connection is open (reading the file made it).
             self._walfd = os.open(f"{self.path}-wal", os.O_RDONLY | os.O_CLOEXEC)
+        self._checkpointer = sqlite3.connect(self.path, isolation_level=None, timeout=10)
         self._conn = conn
         self._epoch = epoch
         self._seq = store.high_water(conn)
@@ -513,7 +517,7 @@ class SqliteJournal(Journal):
                 self._write_marks()
         if self._since_checkpoint >= CHECKPOINT_EVERY:
             self._since_checkpoint = 0
-            self._hold(self._checkpoint, lambda outcome: None)
+            self._jobs.put(self._checkpoint)
 
     def _synced(self, error: OSError | None) -> None:
         """The sync of the batch in flight returned (:mod:`.syncer`): its posters wake, or, if
@@ -526,8 +530,14 @@ class SqliteJournal(Journal):
             self._carry.extend(item[3] for item in batch)
         self._written(batch, commit, dead, failure)
 
-    def _checkpoint(self, conn: sqlite3.Connection) -> None:
-        """(The journal's thread.) Copy the WAL into the file, syncing both (``PASSIVE``)."""
+    def _checkpoint(self) -> None:
+        """(The journal's thread.) Copy the WAL into the file, syncing both (``PASSIVE``), on a
+        connection of its own: the loop goes on writing meanwhile (its cache stays valid, as
+        a checkpoint changes no page's content), and the checkpoint's two fsyncs are no wait
+        of the loop's."""
+        conn = self._checkpointer
+        if conn is None:
+            return
         try:
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
         except sqlite3.Error as exc:
@@ -722,6 +732,9 @@ class SqliteJournal(Journal):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 log.warning("journal.close_marks_lost", error=str(exc), events=len(done))
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+            self._checkpointer = None
         try:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.Error as exc:

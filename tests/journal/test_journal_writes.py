@@ -356,23 +356,28 @@ def test_the_journal_thread_checkpoints_every_so_many_commits(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SQLite's automatic checkpoint (which would run inside a commit on the loop) is off;
-    the journal's thread checkpoints every ``CHECKPOINT_EVERY`` commits instead."""
+    the journal's thread checkpoints every ``CHECKPOINT_EVERY`` commits instead, on a
+    connection of its own, and the WAL's frames reach the file."""
     path = tmp_path / "events.db"
     monkeypatch.setattr(sqlite_journal, "CHECKPOINT_EVERY", 3)
-    done: list[int] = []
-    checkpoint = SqliteJournal._checkpoint
+    done: list[tuple[int, ...]] = []
 
-    def counted(journal: SqliteJournal, conn: sqlite3.Connection) -> None:
-        checkpoint(journal, conn)
-        done.append(conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+    def counted(journal: SqliteJournal) -> None:
+        assert journal._checkpointer is not None
+        row = journal._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        done.append(tuple(row))
 
     monkeypatch.setattr(SqliteJournal, "_checkpoint", counted)
 
-    async def main() -> None:
-        async with dispatching(path, noop) as (_, queue):
+    async def main() -> int:
+        async with dispatching(path, noop) as (journal, queue):
             for n in range(7):
                 await queue.post(create_hook_event("command", "work", "s", {"n": n}))
             await until(lambda: len(done) == 2)
+            return int(
+                await journal._call(lambda c: c.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+            )
 
-    run(main)
-    assert done == [0, 0]
+    assert run(main) == 0
+    assert len(done) == 2
+    assert all(busy == 0 and frames > 0 for busy, frames, _ in done)
