@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 import structlog
 
@@ -217,6 +218,7 @@ def test_posters_wake_only_once_a_sync_begun_after_their_commit_returned(
     asked: list[int] = []
     release = anyio.Event()
     request = Syncer.request
+    groups: list[anyio.abc.TaskGroup] = []
 
     def held(syncer: Syncer) -> None:
         asked.append(len(rows(path)))  # what the file holds as the sync is asked for
@@ -225,13 +227,13 @@ def test_posters_wake_only_once_a_sync_begun_after_their_commit_returned(
             await release.wait()
             request(syncer)
 
-        tg.start_soon(later)
+        groups[0].start_soon(later)
 
     monkeypatch.setattr(Syncer, "request", held)
 
     async def main() -> tuple[list[int], bool, int, int]:
-        nonlocal tg
         async with anyio.create_task_group() as tg:
+            groups.append(tg)
             journal = SqliteJournal(path, base=dict)
             queue = TriggerQueue(capacity=64, journal=journal)
             assert await journal.open() == []
@@ -252,7 +254,6 @@ def test_posters_wake_only_once_a_sync_begun_after_their_commit_returned(
             await journal.close()
         return asked, early, sync, journal.commits
 
-    tg: Any = None
     asked_rows, early, sync, commits = run(main)
     assert asked_rows == [1]
     assert not early
