@@ -89,9 +89,12 @@ HAND_BACK_MIN = 32
 """A synced batch of at least this many events is dispatched after its woken posters' next
 events are committed, while their sync waits for the disk (:meth:`SqliteJournal._written`); a
 smaller one at once (a trigger at a low rate is not made to wait for the next batch)."""
-SYNCS_AHEAD = 2
-"""Batches committed and waiting for their syncs at most: the helper starts the next sync as
-the last returns, without waiting for the event loop to hear of it."""
+SYNCS_AHEAD = 1
+"""Batches committed and waiting for their syncs at most. With 2, the helper starts the next
+sync as the last returns, without waiting for the loop to hear of it, but batches are smaller
+(more commits, more loop CPU a message): the endtoend ``message`` load, 8 interleaved rounds,
+durable throughput 0.73x the in-memory queue's with 1 against 0.59x with 2 (faster in 6 of 8;
+bench/NOTES.md, issue 18, session 8)."""
 CHECKPOINT_EVERY = 256
 """Commits between two checkpoints by the journal's thread (SQLite's own, every 1,000 WAL
 pages, is off: it would run inside a commit on the event loop)."""

@@ -7,6 +7,7 @@ the batch; the loop leaves the connection alone while the thread uses it; checkp
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import json
 import os
@@ -20,6 +21,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import pytest
 import structlog
 
@@ -27,7 +29,7 @@ from gatewayd.hooks.events import HookEvent, create_hook_event
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.journal import sqlite as sqlite_journal
 from gatewayd.journal import store
-from gatewayd.journal.base import JournalError
+from gatewayd.journal.base import Item, JournalError
 from gatewayd.journal.sqlite import SqliteJournal
 from gatewayd.journal.syncer import Syncer
 from gatewayd.triggers import Dispatcher, TriggerQueue
@@ -382,3 +384,67 @@ def test_the_journal_thread_checkpoints_every_so_many_commits(
     assert run(main) == 0
     assert len(done) == 2
     assert all(busy == 0 and frames > 0 for busy, frames, _ in done)
+
+
+@pytest.mark.parametrize("ahead", [1, 2])
+def test_each_session_is_dispatched_in_post_order_whatever_syncs_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ahead: int
+) -> None:
+    """Batches committed while others wait for their syncs (``SYNCS_AHEAD``), large ones
+    handed back a turn later: every session's events still reach its handler in post order."""
+    path = tmp_path / "events.db"
+    monkeypatch.setattr(sqlite_journal, "SYNCS_AHEAD", ahead)
+    seen: dict[str, list[int]] = {}
+
+    async def record(ev: HookEvent) -> None:
+        seen.setdefault(ev.session_key, []).append(ev.context["n"])
+
+    async def produce(queue: TriggerQueue, p: int) -> None:
+        for n in range(60):
+            await queue.post(create_hook_event("command", "work", f"s{p % 4}", {"n": n * 64 + p}))
+
+    async def main() -> None:
+        async with (
+            dispatching(path, record, capacity=1024) as (_, queue),
+            anyio.create_task_group() as tg,
+        ):
+            for p in range(64):  # batches of up to 64 events: some handed back
+                tg.start_soon(produce, queue, p)
+
+    run(main)
+    assert sum(len(v) for v in seen.values()) == 64 * 60
+    for key, ns in seen.items():
+        by_producer: dict[int, list[int]] = {}
+        for n in ns:
+            by_producer.setdefault(n % 64, []).append(n)
+        assert all(v == sorted(v) for v in by_producer.values()), key
+
+
+def test_a_batch_synced_before_the_hand_back_of_the_one_before_it_goes_after_it(
+    tmp_path: Path,
+) -> None:
+    """A large batch is delivered a loop turn after its sync answered (its posters first);
+    when the sync of the batch after it answers in that same turn (two syncs waiting,
+    ``SYNCS_AHEAD`` 2), the earlier batch still goes into the lanes first."""
+    delivered: list[int] = []
+
+    async def main() -> None:
+        journal = SqliteJournal(tmp_path / "events.db", base=dict)
+        journal.bind(
+            lambda items: delivered.extend(item[3] for item in items),
+            lambda items, error: None,
+            lambda items: None,
+        )
+        journal._loop = asyncio.get_running_loop()
+        large: list[Item] = [
+            (create_hook_event("command", "work", "s", {}), None, 0.0, seq, None)
+            for seq in range(1, 41)
+        ]
+        small: list[Item] = [(create_hook_event("command", "work", "s", {}), None, 0.0, 41, None)]
+        journal._written(large, None, [], None)  # handed back: delivered a turn later
+        journal._written(small, None, [], None)  # the next sync's answer, same turn
+        await anyio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
+
+    run(main)
+    assert delivered == list(range(1, 42))
