@@ -502,7 +502,7 @@ class SqliteJournal(Journal):
         if error is None and batch and syncer is not None:
             self._inflight.append((batch, commit, dead))
             syncer.request()
-            # The next batch may be committed, its sync asked for, while this one's runs.
+            # With SYNCS_AHEAD > 1 the next batch may be committed while this one is synced.
             self._busy = self._blocked()
             self._after_commit(batch)
             return
