@@ -64,11 +64,11 @@ from gatewayd.paths import bundled_hooks_is_checkout
 log = structlog.get_logger("gatewayd.watch")
 
 RECHECK_S = 0.5
+"""How often the identity of the watched roots is re-checked when nothing else happens."""
 CRASH_MAX_S = 30.0
 """Longest wait before watching again after the watcher itself failed (doubles from 1 s)."""
 CRASH_RESET_S = 60.0
 """Watches that ran this long before failing start the wait at 1 s again."""
-"""How often the identity of the watched roots is re-checked when nothing else happens."""
 MAX_COALESCE_S = 1.0
 """A continuous stream of changes still reloads at least this often."""
 INOTIFY_RETRY_S = 60.0
