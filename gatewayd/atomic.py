@@ -40,7 +40,8 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[written:]
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Make the entries of ``directory`` durable (a file created or renamed in it)."""
     with contextlib.suppress(OSError):  # some filesystems cannot fsync a directory
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
@@ -97,7 +98,7 @@ def atomic_write(
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(directory)
+    fsync_dir(directory)
 
 
 def append_whole(fd: int, data: bytes, size: int | None = None) -> None:

@@ -55,6 +55,7 @@ from typing import Any, TypeVar
 import anyio
 import structlog
 
+from gatewayd.atomic import fsync_dir
 from gatewayd.hooks.events import HookEvent
 from gatewayd.journal import store
 from gatewayd.journal.base import (
@@ -313,6 +314,9 @@ class SqliteJournal(Journal):
         if self.sync == "full":
             # The file SQLite keeps while a connection is open (reading the file made it).
             self._walfd = os.open(f"{self.path}-wal", os.O_RDONLY | os.O_CLOEXEC)
+            # Its directory entry too: SQLite syncs a new WAL's directory at the WAL's first
+            # sync, which at NORMAL is the first checkpoint's; the syncer syncs the data only.
+            fsync_dir(self.path.parent)
         self._checkpointer = sqlite3.connect(self.path, isolation_level=None, timeout=10)
         self._conn = conn
         self._epoch = epoch

@@ -320,6 +320,26 @@ def test_a_helper_that_goes_away_leaves_the_syncs_to_the_journal_thread(tmp_path
     ]
 
 
+@pytest.mark.parametrize("sync", ["full", "normal"])
+def test_the_wal_files_directory_entry_is_synced_when_the_syncer_syncs_its_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sync: str
+) -> None:
+    """SQLite syncs a new WAL's directory entry at the WAL's first sync, which with the commits
+    at NORMAL is the first checkpoint's: with ``sync: full`` the journal syncs it at open."""
+    synced: list[Path] = []
+    monkeypatch.setattr(sqlite_journal, "fsync_dir", synced.append)
+    path = tmp_path / "events.db"
+
+    async def main() -> None:
+        journal = SqliteJournal(path, base=dict, sync=sync)
+        assert await journal.open() == []
+        assert (tmp_path / "events.db-wal").exists()
+        await journal.close()
+
+    run(main)
+    assert synced == ([tmp_path] if sync == "full" else [])
+
+
 def test_the_loop_writes_nothing_while_the_journal_thread_holds_the_connection(
     tmp_path: Path,
 ) -> None:
