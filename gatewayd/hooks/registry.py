@@ -26,11 +26,12 @@ hook that a scoped hook of the same plain name replaces there.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import itertools
 import types
 import weakref
-from collections.abc import Callable, Container, Generator, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Container, Generator, Iterable, Sequence
 from time import perf_counter
 from typing import Any, NamedTuple, cast
 
@@ -352,17 +353,21 @@ class HookRegistry:
             self._threads = HookThreads(self._hook_threads, self.max_abandoned_threads)
         return self._threads
 
-    async def dispatch(
+    def dispatch(
         self, event: HookEvent, only: Container[str] | None = None
-    ) -> DispatchReport:
+    ) -> Awaitable[DispatchReport]:
         """Run every handler for ``event`` in order; failures are logged and counted, never
-        raised. Returns a :class:`DispatchReport`; replies are in ``event.messages``.
+        raised. Await it for a :class:`DispatchReport`; replies are in ``event.messages``.
         ``only``: run just the handlers of these hook names (the trigger queue's retries).
 
         This is the hot path (one call per event): the plan runs in one generator,
         :func:`_run_plan` (or :func:`_run_async_plan` when its handlers are all async),
-        stepped here by hand; only a handler that suspends costs more (:meth:`_suspended`,
-        where its timeout starts).
+        stepped here by hand. When no handler suspends, the whole dispatch runs in this call,
+        which returns a future already holding the report; a handler that suspends makes it
+        return a coroutine that runs the rest (:meth:`_suspended`, where its timeout starts).
+        Not a coroutine itself: one per event was 0.03-0.05 us of the loop's ~1.45 (one
+        no-op handler; bench/NOTES.md, issue 18, session 8, second pass). Callers await the
+        result at once, as they would a coroutine.
         """
         actions = self._async_plans.get(event.type)  # only ever filled while not scoped
         compiled = actions.get(event.action) if actions is not None else None
@@ -388,33 +393,42 @@ class HookRegistry:
         start = perf_counter()
         timed = start - self._last_start >= BURST_S or n & _SAMPLE_MASK == 1
         self._last_start = start
+        if event.trace:
+            return self._traced(event, plan)
         token = dispatching.set(event)
         try:
-            if event.trace:
-                traced = await run_traced(self, event, plan)
-                return DispatchReport(
-                    len(traced),
-                    sum(o.outcome == "error" for o in traced),
-                    sum(o.outcome == "timeout" for o in traced),
-                    tuple(traced),
-                )
             base_cfg = event.context.get("cfg", _NO_CFG)
             if entries is not None:
                 steps = _run_async_plan(event, entries, base_cfg, start, timed)
             else:
                 steps = _run_plan(self, event, plan, 0, None, base_cfg, start, timed)
-            try:
-                # next() with a default: a generator that returns None raises no StopIteration
-                # (0.11 against 0.27 us for send() and catching it, timeit).
-                yielded = next(steps, _DONE)
-            except _Finished as finished:
-                return finished.report
-            if yielded is _DONE:
-                ran = len(plan)
-                return _CLEAN_REPORTS[ran] if ran < _CLEAN_MAX else DispatchReport(ran, 0, 0)
-            return await self._suspended(event, plan, steps, yielded)
+            # next() with a default: a generator that returns None raises no StopIteration
+            # (0.11 against 0.27 us for send() and catching it, timeit).
+            yielded = next(steps, _DONE)
+        except _Finished as finished:
+            return _ready(finished.report)
+        finally:
+            # Reset before returning even when a handler suspended: _suspended sets it again
+            # for the rest of the dispatch, in the context it is awaited in.
+            dispatching.reset(token)
+        if yielded is _DONE:
+            ready = _CLEAN_READY.get(len(plan))
+            return ready if ready is not None else _ready(_clean_report(len(plan)))
+        return self._suspended(event, plan, steps, yielded)
+
+    async def _traced(self, event: HookEvent, plan: tuple[Handler, ...]) -> DispatchReport:
+        """The dispatch of an event traced (``event.trace``): every handler's outcome."""
+        token = dispatching.set(event)
+        try:
+            traced = await run_traced(self, event, plan)
         finally:
             dispatching.reset(token)
+        return DispatchReport(
+            len(traced),
+            sum(o.outcome == "error" for o in traced),
+            sum(o.outcome == "timeout" for o in traced),
+            tuple(traced),
+        )
 
     async def _suspended(
         self,
@@ -429,41 +443,46 @@ class HookRegistry:
         That handler is taken out and run on from here, alone: an async one under its timeout
         (:func:`finish_async`, as every async handler that suspends always was), a runner of
         another kind with its own. Then the rest of the plan runs in a new ``steps``, which is
-        told where to start and what failed before.
+        told where to start and what failed before. ``dispatching`` names the event again
+        while it runs, in the context it is awaited in.
         """
-        while True:
-            running.hook = None  # no hook's code is on the loop while it waits
-            # Which handler suspended, since when, and what failed before it: the suspended
-            # generator's own locals, so that the hot path keeps no record of its progress.
-            where = _locals(steps)
-            handler: Handler = where["handler"]
-            coro = _awaiting(steps)  # the handler's coroutine (or its runner's)
-            try:
-                if handler.kind is _ASYNC:
-                    timeout_s = handler.timeout_s or self.default_timeout_s
-                    outcome = await finish_async(handler, event, coro, yielded, timeout_s)
-                else:
-                    outcome = await resume(coro, yielded, None)
-            finally:
-                steps.close()  # it awaits a coroutine that has ended: nothing more runs
-            # Timed from when it began; in a run whose other calls are not timed, from the
-            # start of the run (docs/design.md): plus at most the time of the calls before it
-            # that returned at once.
-            t1 = perf_counter()
-            seconds = t1 - where["t0"]
-            handler.stats.record(seconds)
-            failed = where["failed"]
-            if outcome is not _OK:
-                failed = [*(failed or ()), failure(handler, outcome, seconds)]
-            steps = _run_plan(
-                self, event, plan, where["ran"], failed, where["base_cfg"], t1, where["timed"]
-            )
-            try:
-                yielded = next(steps, _DONE)
-            except _Finished as finished:
-                return finished.report
-            if yielded is _DONE:
-                return _clean_report(len(plan))
+        token = dispatching.set(event)  # dispatch() reset it when the handler suspended
+        try:
+            while True:
+                running.hook = None  # no hook's code is on the loop while it waits
+                # Which handler suspended, since when, and what failed before it: the suspended
+                # generator's own locals, so that the hot path keeps no record of its progress.
+                where = _locals(steps)
+                handler: Handler = where["handler"]
+                coro = _awaiting(steps)  # the handler's coroutine (or its runner's)
+                try:
+                    if handler.kind is _ASYNC:
+                        timeout_s = handler.timeout_s or self.default_timeout_s
+                        outcome = await finish_async(handler, event, coro, yielded, timeout_s)
+                    else:
+                        outcome = await resume(coro, yielded, None)
+                finally:
+                    steps.close()  # it awaits a coroutine that has ended: nothing more runs
+                # Timed from when it began; in a run whose other calls are not timed, from the
+                # start of the run (docs/design.md): plus at most the time of the calls before it
+                # that returned at once.
+                t1 = perf_counter()
+                seconds = t1 - where["t0"]
+                handler.stats.record(seconds)
+                failed = where["failed"]
+                if outcome is not _OK:
+                    failed = [*(failed or ()), failure(handler, outcome, seconds)]
+                steps = _run_plan(
+                    self, event, plan, where["ran"], failed, where["base_cfg"], t1, where["timed"]
+                )
+                try:
+                    yielded = next(steps, _DONE)
+                except _Finished as finished:
+                    return finished.report
+                if yielded is _DONE:
+                    return _clean_report(len(plan))
+        finally:
+            dispatching.reset(token)
 
 
 def _run_plan(
@@ -739,6 +758,22 @@ _CLEAN_MAX = len(_CLEAN_REPORTS)
 def _clean_report(ran: int) -> DispatchReport:
     """The report of ``ran`` handlers that all ran clean, built once (0.2 us a NamedTuple)."""
     return _CLEAN_REPORTS[ran] if ran < _CLEAN_MAX else DispatchReport(ran, 0, 0)
+
+
+def _ready(report: DispatchReport) -> asyncio.Future[DispatchReport]:
+    """A future already holding ``report`` (on the running loop): what :meth:`dispatch`
+    returns when no handler suspended. Those of clean reports are made once and awaited again
+    and again (:data:`_CLEAN_READY`): the future of a loop that has ended returns its result
+    as well, as a done future checks no loop."""
+    ready = asyncio.get_running_loop().create_future()
+    ready.set_result(report)
+    if report.errors == report.timeouts == 0 and not report.outcomes:
+        _CLEAN_READY.setdefault(report.handlers, ready)
+    return ready
+
+
+_CLEAN_READY: dict[int, asyncio.Future[DispatchReport]] = {}
+"""Done futures of the clean reports, by handlers run (:func:`_ready`)."""
 
 
 class _Finished(Exception):

@@ -19,7 +19,7 @@ import gatewayd.hooks.registry
 from gatewayd.hooks import HookEvent, create_hook_event
 from gatewayd.hooks.events import EventKeyError
 from gatewayd.hooks.handlers import Handler, HandlerSignatureError, make_handler
-from gatewayd.hooks.registry import HookRegistry
+from gatewayd.hooks.registry import HookRegistry, cause_chain, dispatching
 from gatewayd.hooks.stats import BUCKETS, RING, HookStats
 
 
@@ -649,3 +649,71 @@ def test_a_plan_with_a_sync_handler_is_not_specialised() -> None:
     # plan is built but not indexed under that type, where session:other would find it.
     assert registry.plan("session", "command:other") == registry.plan("session", "session:start")
     assert "other" not in registry._async_plans.get("session", {})
+
+
+def test_a_dispatch_whose_handlers_do_not_suspend_is_done_when_called() -> None:
+    """dispatch() runs such a plan in the call and returns a done future holding the report;
+    ``dispatching`` names the event only while the handlers run."""
+    registry = HookRegistry()
+    seen: list[Any] = []
+
+    async def quiet(event: HookEvent) -> None:
+        seen.append(dispatching.get())
+
+    async def fails(event: HookEvent) -> None:
+        raise ValueError("no")
+
+    registry.register("command:new", quiet)
+    registry.register("command:reset", fails)
+
+    async def main() -> list[Any]:
+        event, failing = new_event(), new_event("command:reset")
+        ready = registry.dispatch(event)
+        assert seen == [event] and dispatching.get() is None  # ran before any await
+        failed = registry.dispatch(failing)
+        assert dispatching.get() is None
+        return [await ready, await failed, await registry.dispatch(new_event())]
+
+    with structlog.testing.capture_logs():
+        clean, failed, again = anyio.run(main)
+    assert (clean.handlers, clean.errors, clean.timeouts, clean.outcomes) == (1, 0, 0, ())
+    assert again == clean
+    assert (failed.handlers, failed.errors, failed.timeouts) == (1, 1, 0)
+    assert [o.outcome for o in failed.outcomes] == ["error"]
+
+
+def test_a_handler_that_suspends_sees_its_event_until_the_dispatch_ends() -> None:
+    """When a handler suspends, dispatch() returns a coroutine that runs the rest; the handler
+    sees ``dispatching`` (its cause chain) before and after suspending, and the caller sees it
+    reset once the dispatch ended, cancelled or not."""
+    registry = HookRegistry()
+    seen: list[tuple[str, Any]] = []
+
+    async def suspends(event: HookEvent) -> None:
+        seen.append(("before", dispatching.get()))
+        await anyio.lowlevel.checkpoint()
+        seen.append(("after", cause_chain(8, None)))
+        if event.action == "stop":
+            await anyio.sleep(60)
+
+    async def next_one(event: HookEvent) -> None:
+        seen.append(("next", dispatching.get()))
+
+    registry.register("command", suspends)
+    registry.register("command", next_one)
+
+    async def main() -> tuple[Any, bool, Any]:
+        event = new_event()
+        pending = registry.dispatch(event)
+        assert seen == [("before", event)] and dispatching.get() is None
+        report = await pending
+        assert dispatching.get() is None
+        assert seen[1:] == [("after", ("command:new",)), ("next", event)]
+        with anyio.move_on_after(0.1) as scope:
+            await registry.dispatch(new_event("command:stop"))
+        return report, scope.cancelled_caught, dispatching.get()
+
+    report, cancelled, after = anyio.run(main)
+    assert (report.handlers, report.errors, report.timeouts) == (2, 0, 0)
+    assert cancelled and after is None
+    assert [what for what, _ in seen] == ["before", "after", "next", "before", "after"]
