@@ -11,7 +11,10 @@ baselines
     ``fail_after`` the same with each handler call inside ``anyio.fail_after`` (the obvious way to
                    enforce a per-handler timeout);
     ``node``       ``reference/dispatch.mjs``: the TypeScript reference design in node 20 (Map of
-                   handler lists, sequential awaits, no queue, no timeouts).
+                   handler lists, sequential awaits, no queue, no timeouts), in a process of its
+                   own that runs one round of each handler count after each round of the Python
+                   variants (``--serve``), so that a change of the machine's load between rounds
+                   moves both sides of a ratio alike.
 gatewayd
     ``registry``   ``await HookRegistry.dispatch(event)`` in a loop (timeouts enforced);
     ``queue``      the daemon's path: ``TriggerQueue.post`` -> ``Dispatcher`` workers (default
@@ -85,6 +88,45 @@ def bare_stream(events: int, handlers: int, *, timeout: bool) -> Measure:
         return events / (perf_counter() - start)
 
     return measure
+
+
+class NodeRounds:
+    """``reference/dispatch.mjs --serve``: node warmed up once, then one measurement of
+    ``events`` per :meth:`measure`, whenever the caller runs it (between its own rounds)."""
+
+    def __init__(self, events: int, handler_counts: tuple[int, ...] = HANDLER_COUNTS) -> None:
+        node = shutil.which("node")
+        if node is None:
+            raise RuntimeError("node is not on PATH: install node 20 to run the reference design")
+        script = str(REPO / "bench" / "reference" / "dispatch.mjs")
+        counts = ",".join(map(str, handler_counts))
+        self._proc = subprocess.Popen(
+            [node, script, "--serve", "--events", str(events), "--handlers", counts],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.version = str(self._read()["node"])
+
+    def _read(self) -> dict[str, Any]:
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"node reference exited ({self._proc.wait()})")
+        data: dict[str, Any] = json.loads(line)
+        return data
+
+    def measure(self, handlers: int) -> float:
+        """Events/s of one run with ``handlers`` no-op handlers."""
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(f"{handlers}\n")
+        self._proc.stdin.flush()
+        return float(self._read()["rate"])
+
+    def close(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        self._proc.wait(timeout=60)
 
 
 def node_reference(
@@ -168,18 +210,27 @@ def through_queue(events: int, handlers: int, session_count: int) -> Measure:
 # -- the run ------------------------------------------------------------------------------------
 
 
-async def measure_all(variants: dict[str, Measure], runs: int) -> dict[str, list[float]]:
-    for fn in variants.values():  # warm-up round
+async def measure_all(
+    variants: dict[str, Measure], runs: int, node: NodeRounds
+) -> dict[str, list[float]]:
+    """``runs`` rounds of every variant, each round followed by one of node's per handler
+    count (``node.h1``, ...): alternated, so that each ratio to node compares runs made under
+    the same load (node measured after all of them moved the ratios by up to 2x)."""
+    for fn in variants.values():  # warm-up round (node warmed itself up)
         await fn()
     # As `gatewayd run` does once started: what is alive now lives as long as the process, and
     # the cyclic GC need not scan it on every collection. It applies to every variant alike;
     # without it, full collections over the ~40k start-up objects make runs swing by ~1.5x.
     gc.freeze()
     results: dict[str, list[float]] = {name: [] for name in variants}
+    for h in HANDLER_COUNTS:
+        results[f"node.h{h}"] = []
     for i in range(runs):
         progress(f"dispatch round {i + 1}/{runs}")
         for name, fn in variants.items():
             results[name].append(await fn())
+        for h in HANDLER_COUNTS:  # blocks the loop, which has nothing else to run meanwhile
+            results[f"node.h{h}"].append(node.measure(h))
     return results
 
 
@@ -213,12 +264,24 @@ def run(scale: Scale) -> Section:
         variants[f"registry.h{h}"] = registry_loop(counts[h], h)
         for s in SESSION_COUNTS:
             variants[f"queue.s{s}.h{h}"] = through_queue(counts[h], h, s)
-    results = anyio.run(
-        measure_all, variants, runs, backend="asyncio", backend_options={"use_uvloop": True}
+    progress("dispatch: node reference warming up")
+    node = NodeRounds(node_events)
+    try:
+        results = anyio.run(
+            measure_all,
+            variants,
+            runs,
+            node,
+            backend="asyncio",
+            backend_options={"use_uvloop": True},
+        )
+    finally:
+        node.close()
+    node_rates = {h: results[f"node.h{h}"] for h in HANDLER_COUNTS}
+    section.notes.append(
+        f"Reference: node {node.version}, `bench/reference/dispatch.mjs --serve`, one run of "
+        "each handler count after each round of the Python variants."
     )
-    progress("dispatch: node reference")
-    node_version, node_rates = node_reference(node_events, runs)
-    section.notes.append(f"Reference: node {node_version}, `bench/reference/dispatch.mjs`.")
 
     def handlers_label(h: int) -> str:
         return f"{h} handler{'s' if h > 1 else ''}"

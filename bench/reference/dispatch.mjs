@@ -6,8 +6,13 @@
 //   node bench/reference/dispatch.mjs --events 50000 --handlers 1,10 --runs 5 --warmup 1
 //
 // Prints one JSON line: {"node": "v20...", "events": N, "rates": {"1": [events/s, ...], ...}}.
+//
+// With --serve (no --runs): warms up each handler count, prints {"node": "v20..."}, then runs one
+// measurement per line read from stdin (a handler count) and prints {"rate": events/s} for it, so
+// that a caller can interleave node's rounds with its own (bench/dispatch.py).
 
 import { performance } from "node:perf_hooks";
+import { createInterface } from "node:readline";
 
 const handlers = new Map();
 
@@ -40,10 +45,13 @@ async function triggerInternalHook(event) {
 }
 
 function parseArgs(argv) {
-  const args = { events: 50000, handlers: [1, 10], runs: 5, warmup: 1 };
+  const args = { events: 50000, handlers: [1, 10], runs: 5, warmup: 1, serve: false };
   for (let i = 0; i < argv.length; i += 2) {
     const [name, value] = [argv[i], argv[i + 1]];
-    if (name === "--events") args.events = Number(value);
+    if (name === "--serve") {
+      args.serve = true;
+      i -= 1;
+    } else if (name === "--events") args.events = Number(value);
     else if (name === "--handlers") args.handlers = value.split(",").map(Number);
     else if (name === "--runs") args.runs = Number(value);
     else if (name === "--warmup") args.warmup = Number(value);
@@ -60,13 +68,31 @@ async function measure(events) {
   return events / ((performance.now() - start) / 1000);
 }
 
+const noop = async (_event) => {};
+
+function useHandlers(count) {
+  clearInternalHooks();
+  for (let i = 0; i < count; i++) registerInternalHook("message:received", noop);
+}
+
+async function serve(args) {
+  for (const count of args.handlers) {
+    useHandlers(count);
+    for (let i = 0; i < args.warmup; i++) await measure(args.events);
+  }
+  process.stdout.write(JSON.stringify({ node: process.version }) + "\n");
+  for await (const line of createInterface({ input: process.stdin })) {
+    useHandlers(Number(line));
+    process.stdout.write(JSON.stringify({ rate: await measure(args.events) }) + "\n");
+  }
+}
+
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  const noop = async (_event) => {};
+  if (args.serve) return serve(args);
   const rates = {};
   for (const count of args.handlers) {
-    clearInternalHooks();
-    for (let i = 0; i < count; i++) registerInternalHook("message:received", noop);
+    useHandlers(count);
     for (let i = 0; i < args.warmup; i++) await measure(args.events);
     rates[count] = [];
     for (let i = 0; i < args.runs; i++) rates[count].push(await measure(args.events));
