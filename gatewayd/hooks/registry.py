@@ -170,13 +170,14 @@ class HookRegistry:
         self.code._readers.add(self)
         self._files: dict[str, tuple[Handler, ...]] = {}
         self._plans: dict[str, tuple[Handler, ...]] = {}
-        self._async_plans: dict[str, dict[str, _Compiled]] = {}
+        self._async_plans: dict[str, dict[str, _AsyncPlan]] = {}
         """The reply-path plans (unscoped) whose handlers are all async, by event type and
         action, with each handler's fields taken out once (:func:`_entries`): what
         :func:`_run_async_plan` runs. By type, then action: no ``type:action`` string is built
         to find one (that and its hash were 0.1 us of every event's ~0.9, bench/NOTES.md)."""
-        self.event_counts: dict[str, int] = {}
-        """Events dispatched, by ``type:action`` (the metrics endpoint sums them by type)."""
+        self._event_counts: dict[str, int] = {}
+        """:attr:`event_counts` but for the runs of the all-async plans since they were folded
+        (:meth:`_fold`)."""
         self._last_start = _NEVER
         """When the latest dispatch began (``perf_counter``): whether events come in a burst."""
         self.hook_stats: dict[str, HookStats] = {}
@@ -244,7 +245,14 @@ class HookRegistry:
         self._agents = agents
         self._scoped_plans, self._session_plans = {}, {}
 
+    @property
+    def event_counts(self) -> dict[str, int]:
+        """Events dispatched, by ``type:action`` (the metrics endpoint sums them by type)."""
+        self._fold()
+        return self._event_counts
+
     def _clear_plans(self) -> None:
+        self._fold()  # a dispatch under way counted its plan's calls when it began
         self._plans, self._background, self._async_plans = {}, {}, {}
         self._scoped_plans, self._session_plans = {}, {}
 
@@ -266,7 +274,9 @@ class HookRegistry:
 
     def stats(self) -> dict[str, HookStats]:
         """Every hook's counters by name: file hooks (also those a reload removed), then
-        handlers registered in code."""
+        handlers registered in code; with every call counted (:meth:`_fold`)."""
+        for registry in (self, *self.code._readers):  # code handlers may be in others' plans
+            registry._fold()
         found = dict(self.hook_stats)
         for handlers in self.code.by_key.values():
             for handler in handlers:
@@ -292,6 +302,18 @@ class HookRegistry:
             return bool(plans[0] or plans[1])
         return bool(self.plan(event_type, key) or self.background_plan(event_type, key))
 
+    def _fold(self) -> None:
+        """Count into :attr:`event_counts` and its handlers' counters the events each
+        all-async plan ran since the last fold (:class:`_AsyncPlan`)."""
+        counts = self._event_counts
+        for actions in self._async_plans.values():
+            for compiled in actions.values():
+                if n := compiled.runs - compiled.folded:
+                    compiled.folded = compiled.runs
+                    counts[compiled.key] = counts.get(compiled.key, 0) + n
+                    for _, _, _, _, stats, _ in compiled.entries:
+                        stats.calls += n
+
     def _ordered(self, event_type: str, key: str) -> list[Handler]:
         code = self.code.by_key
         chained = itertools.chain.from_iterable(
@@ -313,7 +335,8 @@ class HookRegistry:
             and key_type == event_type
             and all(h.kind is _ASYNC and h.call is not None for h in plan)
         ):
-            self._async_plans.setdefault(event_type, {})[action] = (plan, _entries(plan), key)
+            counted = self._event_counts.get(key, 0)
+            self._async_plans.setdefault(event_type, {})[action] = _AsyncPlan(plan, key, counted)
 
     def _scoped_plan(self, event_type: str, key: str, session_key: str) -> _Plans:
         """``(reply path, background)`` plans of ``key`` for the session's agent scope."""
@@ -371,8 +394,10 @@ class HookRegistry:
         """
         actions = self._async_plans.get(event.type)  # only ever filled while not scoped
         compiled = actions.get(event.action) if actions is not None else None
-        if compiled is not None and not event.background and only is None:
-            plan, entries, key = compiled
+        if compiled is not None and not (event.background or event.trace) and only is None:
+            # The event counted, and one call of each handler, ahead (_AsyncPlan).
+            compiled.runs = n = compiled.runs + 1
+            plan, entries, key = compiled.handlers, compiled.entries, compiled.key
         else:
             key = f"{event.type}:{event.action}"
             entries = None
@@ -384,8 +409,8 @@ class HookRegistry:
                 plan = self._plans.get(key) or self.plan(event.type, key)
             if only is not None:
                 plan = tuple(h for h in plan if h.hook in only)
-        counts = self.event_counts
-        n = counts[key] = counts.get(key, 0) + 1
+            counts = self._event_counts
+            n = counts[key] = counts.get(key, 0) + 1
         # Whether the handlers that return without suspending are timed (hooks/stats.py): on
         # every event that comes BURST_S or more after the one before, else on the 1st, 9th,
         # 17th... of its key. A clock read and a ring write a handler were 0.115 us of a
@@ -414,6 +439,8 @@ class HookRegistry:
         if yielded is _DONE:
             ready = _CLEAN_READY.get(len(plan))
             return ready if ready is not None else _ready(_clean_report(len(plan)))
+        if entries is not None:  # _suspended and _run_plan count the handler and the rest
+            _uncount(entries, _locals(steps)["ran"] - 1)
         return self._suspended(event, plan, steps, yielded)
 
     async def _traced(self, event: HookEvent, plan: tuple[Handler, ...]) -> DispatchReport:
@@ -610,6 +637,7 @@ def _run_async_plan(
     coro: Any = None
     for handler, call, ctx, hook, stats, cfg in entries:
         if event.halted:  # a handler blocked or cancelled: lower priorities do not run
+            _uncount(entries, ran)
             break
         ran += 1
         if base_cfg is not _NO_CFG:
@@ -620,24 +648,23 @@ def _run_async_plan(
             value = yield from coro
         except BaseException as exc:
             slot.hook = None
-            if isinstance(exc, (GeneratorExit, anyio.get_cancelled_exc_class())) or getattr(
-                coro, "cr_suspended", False
-            ):
+            if isinstance(exc, GeneratorExit) or getattr(coro, "cr_suspended", False):
+                raise  # closed by _suspended, which counted this call and the rest
+            if isinstance(exc, anyio.get_cancelled_exc_class()):
+                _uncount(entries, ran - 1)  # neither this call nor the rest is counted
                 raise  # not the handler's failure (see _run_plan)
+            stats.calls -= 1  # counted by _raised
             failed = _raised(handler, event, exc, perf_counter() - t0, failed)
             t0 = perf_counter()
             continue
-        if timed:  # HookStats.record() inlined
+        if timed:  # HookStats.record() inlined, but for the call counted ahead
             t1 = perf_counter()
             n = stats.timed
             stats.durations[n & _MASK] = t1 - t0
             stats.timed = n = n + 1
-            stats.calls += 1
             if not n & _MASK:
                 stats.fold()
             t0 = t1
-        else:
-            stats.calls += 1
         if value is not None:
             slot.hook = None
             merge_result(event, hook, value)
@@ -661,8 +688,40 @@ types.coroutine(_run_async_plan)
 _Entry = tuple[Handler, Callable[..., Any], Any, str, HookStats, Any]
 """A handler of an all-async plan as :func:`_run_async_plan` unpacks it: the handler, its
 callable, its ctx (``_NO_CTX``: it takes none), hook name, counters and cfg view."""
-_Compiled = tuple[tuple[Handler, ...], tuple[_Entry, ...], str]
-"""An all-async plan: its handlers, their entries, its event key."""
+
+
+class _AsyncPlan:
+    """An all-async plan of an event key, as :func:`_run_async_plan` runs it.
+
+    Its events and its handlers' calls are counted once per event, not once per call and in
+    a dict: ``runs`` counts the events dispatched with it, each one call of every handler of
+    the plan, and :meth:`HookRegistry._fold` adds them to ``HookRegistry.event_counts`` and
+    to the handlers' counters (``HookStats.calls``) when those are read
+    (:meth:`HookRegistry.stats`) and before the plan is dropped. A call that does not happen
+    (the chain halted, a cancellation) is taken back off the counters (:func:`_uncount`); so
+    is one that is counted elsewhere too (``HookStats.record``: a failure, a suspension).
+    Counting each call was 0.025-0.03 us a handler, the event in the dict 0.08-0.1 us: with
+    one / ten no-op handlers, 1.49 -> 1.37 / 3.25 -> 2.90 us of CPU an event (bench/NOTES.md,
+    issue 18, session 8, second pass).
+    """
+
+    __slots__ = ("entries", "folded", "handlers", "key", "runs")
+
+    def __init__(self, handlers: tuple[Handler, ...], key: str, counted: int) -> None:
+        self.handlers = handlers
+        self.entries = _entries(handlers)
+        self.key = key
+        self.runs = counted
+        """The events of its key: ``counted`` (those before it) plus those it dispatched;
+        the dispatch times a burst's calls on the 1st, 9th, 17th... of them."""
+        self.folded = counted
+        """``runs`` already counted in ``event_counts`` and the handlers' counters."""
+
+
+def _uncount(entries: tuple[_Entry, ...], start: int) -> None:
+    """Take back the calls of ``entries[start:]`` that a run counted ahead (:class:`_AsyncPlan`)."""
+    for _, _, _, _, stats, _ in entries[start:]:
+        stats.calls -= 1
 
 
 def _entries(plan: tuple[Handler, ...]) -> tuple[_Entry, ...]:

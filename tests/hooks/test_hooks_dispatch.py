@@ -19,7 +19,7 @@ import gatewayd.hooks.registry
 from gatewayd.hooks import HookEvent, create_hook_event
 from gatewayd.hooks.events import EventKeyError
 from gatewayd.hooks.handlers import Handler, HandlerSignatureError, make_handler
-from gatewayd.hooks.registry import HookRegistry, cause_chain, dispatching
+from gatewayd.hooks.registry import CodeHooks, HookRegistry, cause_chain, dispatching
 from gatewayd.hooks.stats import BUCKETS, RING, HookStats
 
 
@@ -717,3 +717,71 @@ def test_a_handler_that_suspends_sees_its_event_until_the_dispatch_ends() -> Non
     assert (report.handlers, report.errors, report.timeouts) == (2, 0, 0)
     assert cancelled and after is None
     assert [what for what, _ in seen] == ["before", "after", "next", "before", "after"]
+
+
+@pytest.mark.parametrize("burst_s", [3600.0, 0.0], ids=["burst", "every-call-timed"])
+def test_every_call_is_counted_once_whatever_ends_it(
+    monkeypatch: pytest.MonkeyPatch, burst_s: float
+) -> None:
+    """The counters match the calls made, and the event counts the events (all-async plans
+    count an event and its calls ahead, then take back the calls not made): a chain halted, a
+    failure, a suspension, a cancellation raised by a handler (not counted: not its failure),
+    a reload from inside a handler, counters read from inside one, a hook listed twice in a
+    plan, and code handlers planned by two registries."""
+    monkeypatch.setattr(gatewayd.hooks.registry, "BURST_S", burst_s)
+    made: list[str] = []
+
+    async def first(event: HookEvent) -> dict[str, Any] | None:
+        made.append("first")
+        what = event.context.get("do")
+        if what == "fail":
+            raise ValueError("no")
+        if what == "suspend":
+            await anyio.lowlevel.checkpoint()
+        if what == "reload":
+            registry.set_file_hooks(hooks)
+        if what == "read":
+            registry.stats()
+        if what == "cancel":
+            raise anyio.get_cancelled_exc_class()()
+        return {"block": True} if what == "halt" else None
+
+    async def twice(event: HookEvent) -> None:
+        made.append("twice")
+
+    async def last(event: HookEvent) -> None:
+        made.append("last")
+
+    async def shared(event: HookEvent) -> None:
+        made.append("shared")
+
+    code = CodeHooks()
+    code.register("message:received", shared, name="shared")
+    registry, other = HookRegistry(code=code), HookRegistry(code=code)
+    hooks = [
+        (file_hook("first", first), ["message:received"]),
+        (file_hook("twice", twice), ["message", "message:received"]),
+        (file_hook("last", last), ["*"]),
+    ]
+    registry.set_file_hooks(hooks)
+    plans = ["clean", "halt", "fail", "suspend", "reload", "read", "cancel"] * 3
+
+    async def main() -> None:
+        for what in plans:
+            event = new_event("message:received")
+            event.context["do"] = what
+            with structlog.testing.capture_logs():
+                try:
+                    await registry.dispatch(event)
+                except anyio.get_cancelled_exc_class():
+                    assert what == "cancel"
+            await other.dispatch(new_event("message:received"))
+
+    anyio.run(main)
+    cancels = plans.count("cancel")  # each of those calls of "first" is not counted
+    expected = {name: made.count(name) for name in ("first", "twice", "last", "shared")}
+    expected["first"] -= cancels
+    assert {name: s.calls for name, s in registry.stats().items()} == expected
+    assert expected["twice"] == 2 * (len(plans) - plans.count("halt") - cancels)
+    assert registry.stats()["first"].errors == plans.count("fail")
+    assert registry.event_counts == other.event_counts == {"message:received": len(plans)}
