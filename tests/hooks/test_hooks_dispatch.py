@@ -785,3 +785,17 @@ def test_every_call_is_counted_once_whatever_ends_it(
     assert expected["twice"] == 2 * (len(plans) - plans.count("halt") - cancels)
     assert registry.stats()["first"].errors == plans.count("fail")
     assert registry.event_counts == other.event_counts == {"message:received": len(plans)}
+
+
+def test_a_plan_of_many_handlers_reports_them_all() -> None:
+    """Past the 64 clean reports (and their done futures) built once."""
+    registry = HookRegistry()
+    for i in range(70):
+        registry.register("command:new", appender(str(i)), name=f"h{i}")
+
+    async def twice() -> list[Any]:
+        return [await registry.dispatch(new_event()) for _ in range(2)]
+
+    reports = anyio.run(twice)
+    assert [(r.handlers, r.errors, r.timeouts) for r in reports] == [(70, 0, 0)] * 2
+    assert registry.stats()["h69"].calls == 2
