@@ -80,7 +80,9 @@ class HookStats:
 
     def __init__(self) -> None:
         self.calls = 0
-        """Every call of the hook's handlers."""
+        """Every call of the hook's handlers: exact when read through
+        ``HookRegistry.stats()``, which first adds the calls its all-async plans counted per
+        event (``registry._AsyncPlan``)."""
         self.timed = 0
         """The calls whose duration was measured (all of them outside bursts: see the module
         docstring); :attr:`durations` and the histogram hold theirs."""
