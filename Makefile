@@ -16,7 +16,7 @@ STAMP  := $(VENV)/.installed
 # container images for the run meanwhile. --no-loadscope-reorder: work goes out in the order the
 # conftests sort it (slow tests first), not largest group first, which gave the container
 # modules two of the four workers at the start, to wait there for their images while the rest
-# of the suite ran on two; the container groups go out once their images are built
+# of the suite ran on two; the Docker image tests go out once their image is built
 # (tests/support/scheduling.py).
 JOBS  ?= $(shell echo $$((2 * $$(nproc))))
 XDIST ?= -n $(JOBS) --dist loadgroup --no-loadscope-reorder

@@ -9,7 +9,7 @@ out work in collection order to whichever worker is free), a test of minutes tha
 would run on alone after the others had finished; started first, it runs beside them. The
 container tests are placed after this hook by ``tests/container/conftest.py`` (the systemd
 tests first, the Docker image tests last); the Makefile's ``--no-loadscope-reorder`` makes xdist
-hand work out in this order, except that the container groups wait for their images
+hand work out in this order, except that the Docker image tests wait for their image
 (:mod:`tests.support.scheduling`).
 """
 
@@ -33,7 +33,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``--dist loadgroup`` hands the container test groups out once their images are built
+    """``--dist loadgroup`` hands the Docker image tests out once their image is built
     (:mod:`tests.support.scheduling`)."""
     if config.getvalue("dist") != "loadgroup":
         return None

@@ -83,31 +83,32 @@ def test_a_group_waits_for_its_image_and_goes_out_at_the_next_turn_after_it(
 ) -> None:
     run_id, directory = run
     sched, nodes = scheduled(run_id)
-    # First in collection order, but no outcome yet: the regular tests go out instead.
-    assert not set(SYSTEMD) & set(everything_sent(nodes))
-    (directory / "systemd.json").write_text('{"value": null}')
-    first = nodes[0]
-    finish(sched, first, first.sent[0])
-    assert first.sent[-3:] == SYSTEMD  # handed out at the turn after the outcome
+    assert nodes[0].sent[:3] == SYSTEMD  # not held: first in collection order, out first
     assert not set(DOCKER) & set(everything_sent(nodes))
+    node = nodes[1]
+    finish(sched, node, node.sent[0])  # a turn without an outcome: a regular test goes out
+    assert not set(DOCKER) & set(everything_sent(nodes))
+    (directory / "app.json").write_text('{"value": "gatewayd-e2e/app:latest"}')
+    finish(sched, node, node.sent[1])
+    assert node.sent[-2:] == DOCKER  # handed out at the turn after the outcome
+    assert set(REGULAR) - set(everything_sent(nodes))  # regular tests were still waiting
 
 
-def test_a_ready_group_goes_out_before_the_regular_tests_left(run: tuple[str, Path]) -> None:
+def test_a_failed_step_is_an_outcome_too(run: tuple[str, Path]) -> None:
     run_id, directory = run
     sched, nodes = scheduled(run_id)
-    (directory / "app.json").write_text('{"error": "the build failed"}')  # an outcome too
+    (directory / "app.json").write_text('{"error": "the build failed"}')
     node = nodes[1]
     finish(sched, node, node.sent[0])
-    assert node.sent[-2:] == DOCKER
-    assert set(REGULAR) - set(everything_sent(nodes))  # regular tests were still waiting
+    assert node.sent[-2:] == DOCKER  # its tests then fail at once, with the build's error
 
 
 def test_a_group_still_waiting_goes_out_when_nothing_else_is_left(run: tuple[str, Path]) -> None:
     run_id, _ = run
     sched, nodes = scheduled(run_id)
     # No outcome is ever written (the building worker died): once the regular tests are all
-    # handed out, the held groups go out too, and their fixtures wait or build themselves.
-    while not set(SYSTEMD + DOCKER) <= set(everything_sent(nodes)):
+    # handed out, the held group goes out too, and its fixtures wait or build themselves.
+    while not set(DOCKER) <= set(everything_sent(nodes)):
         busy = [
             (node, nodeid)
             for node in nodes
@@ -117,4 +118,4 @@ def test_a_group_still_waiting_goes_out_when_nothing_else_is_left(run: tuple[str
         assert busy, "work left unassigned with every worker idle"
         finish(sched, *busy[0])
     assert sorted(SENT) == sorted(COLLECTION)
-    assert {*SENT[: len(REGULAR)]} == {*REGULAR}
+    assert {*SENT[: len(SYSTEMD + REGULAR)]} == {*SYSTEMD, *REGULAR}
