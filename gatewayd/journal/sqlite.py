@@ -457,17 +457,8 @@ class SqliteJournal(Journal):
             log.error("journal.unrecordable", error=str(exc), events=len(batch))
             error = JournalError(f"the event cannot be recorded: {exc}")
         try:
-            if error is not None:
-                pass
-            elif not dead and len(batch) <= store.INSERT_ROWS:
-                if insert is not None:
-                    insert(conn)  # one statement, its own transaction (autocommit)
-            else:
-                conn.execute("BEGIN IMMEDIATE")
-                if insert is not None:
-                    insert(conn)
-                self._apply_dead(conn, dead)
-                conn.execute("COMMIT")
+            if error is None:
+                self._commit_rows(conn, insert, len(batch), dead)
         except (sqlite3.Error, ValueError) as exc:  # ValueError: text SQLite cannot take
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -513,6 +504,21 @@ class SqliteJournal(Journal):
         if error is None:
             self._after_commit(batch)
         self._written(batch, commit, dead, error)
+
+    def _commit_rows(
+        self, conn: sqlite3.Connection, insert: Insert | None, rows: int, dead: list[Mark]
+    ) -> None:
+        """Write a batch's ``rows`` (``insert``) and its dead marks in one transaction: a batch
+        one ``INSERT`` takes, with no dead marks, is that statement alone, in autocommit."""
+        if not dead and rows <= store.INSERT_ROWS:
+            if insert is not None:
+                insert(conn)
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        if insert is not None:
+            insert(conn)
+        self._apply_dead(conn, dead)
+        conn.execute("COMMIT")
 
     def _after_commit(self, batch: list[Item]) -> None:
         """Done marks when they are due (:data:`DONE_DELAY_S`, or no batch written), a
