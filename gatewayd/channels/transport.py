@@ -54,12 +54,15 @@ class TransportStream(asyncio.Protocol):
         """What :meth:`receive` or :meth:`send` awaits (one at a time: one task per connection,
         and :mod:`.control` reads in another task only after its last write)."""
         self._drain: asyncio.Future[None] | None = None
+        self._loop = asyncio.get_running_loop()
+        """Made on the loop (:meth:`attach`); its futures are made without
+        ``asyncio.get_running_loop()``, which calls ``getpid()`` each time in Python 3.11."""
 
     @classmethod
     async def attach(cls, raw: socket.socket) -> TransportStream:
         """Run ``raw`` (an accepted, connected stream socket) on the loop's transport."""
         stream = cls(raw)
-        await asyncio.get_running_loop().connect_accepted_socket(lambda: stream, raw)
+        await stream._loop.connect_accepted_socket(lambda: stream, raw)
         return stream
 
     # -- asyncio.Protocol: called by the loop ----------------------------------------------------
@@ -116,7 +119,7 @@ class TransportStream(asyncio.Protocol):
                 if self._lost_error is None:
                     raise anyio.EndOfStream
                 raise anyio.BrokenResourceError from self._lost_error
-            self._waiter = asyncio.get_running_loop().create_future()
+            self._waiter = self._loop.create_future()
             try:
                 await self._waiter
             finally:
@@ -137,7 +140,7 @@ class TransportStream(asyncio.Protocol):
             raise anyio.BrokenResourceError
         transport.write(data)
         while self._writing_paused and not self._lost:
-            self._drain = asyncio.get_running_loop().create_future()
+            self._drain = self._loop.create_future()
             try:
                 await self._drain
             finally:
