@@ -20,6 +20,11 @@ commit, slow ones included). The commits are timed in the same run, on the state
 filesystem, between rounds: a one-row SQLite transaction with the journal's settings (WAL,
 ``synchronous=FULL``), and a bare ``os.fdatasync`` of an appended line beside it.
 
+Each load round also reads the daemon's CPU time (``/proc``) before and after: the CPU of its
+event-loop thread a message (and of the whole process, its journal helper included, in the
+details). Under this load the loop is busy nearly all the time, so its CPU a message is what
+the throughput follows; the minimal daemon's is the floor.
+
 Then head-of-line isolation: one more client on a session whose first hook sleeps 50 ms on every
 message. The other 32 sessions' p99 is compared with their p99 without it; "noise" is the spread
 (max - min) of that p99 over the repeated runs without it.
@@ -97,6 +102,7 @@ def load(daemon: Daemon, seconds: float, warmup: float, slow: int = 0) -> dict[s
     warm-up failed so once in a test run beside a container build. The second run starts with
     the daemon warm."""
     for attempt in (1, 2):
+        loop_before, total_before = daemon.cpu_seconds()
         out = dict(
             child_json(
                 [
@@ -117,6 +123,9 @@ def load(daemon: Daemon, seconds: float, warmup: float, slow: int = 0) -> dict[s
             )
         )
         if out["latency_ms"] is not None and not (slow and out["slow"]["latency_ms"] is None):
+            loop_after, total_after = daemon.cpu_seconds()
+            out["loop_us"] = (loop_after - loop_before) / out["completed"] * 1e6
+            out["process_us"] = (total_after - total_before) / out["completed"] * 1e6
             return out
         if attempt == 1:
             progress(f"endtoend: no request completed in the window of {daemon.socket_path}; again")
@@ -295,6 +304,35 @@ def run(scale: Scale) -> Section:
             detail=runs_of("memory", "p99"),
         )
     )
+    # The event loop is one thread; under this load it is busy most of the time, so its CPU a
+    # message is what the throughput follows (bench/NOTES.md, issue 18, session 9).
+    section.add(
+        Figure(
+            "minimal.loop_us",
+            "minimal daemon: CPU of its event loop a message",
+            med("minimal", "loop_us"),
+            "us",
+            "lower",
+        )
+    )
+    for name, label in (
+        ("gatewayd", "event loop's CPU a message (durable journal)"),
+        ("memory", "event loop's CPU a message, in-memory queue"),
+    ):
+        section.add(
+            Figure(
+                f"{name}.loop_us",
+                label,
+                med(name, "loop_us"),
+                "us",
+                "lower",
+                vs=["minimal.loop_us"],
+                detail={
+                    "runs": [round(r["loop_us"], 1) for r in results[name]],
+                    "process_us": round(med(name, "process_us"), 1),
+                },
+            )
+        )
     # A closed loop's rate is its clients over the mean round trip: the mean commit, not the
     # median (the slow commits of a disk shared with other work are part of the wait).
     commit = statistics.fmean(commits)

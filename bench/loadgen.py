@@ -6,7 +6,8 @@ Each client holds one connection and sends ``message`` requests on its own sessi
 (``agent:main:client-<i>``), the next as soon as the reply arrives. ``--slow-clients`` adds
 clients on ``agent:main:slow-<i>`` (a session a benchmark hook makes slow). Requests started
 during the warm-up are not counted. Prints one JSON line: the request rate of the normal clients
-and their latency percentiles, and the same for the slow ones.
+and their latency percentiles, the same for the slow ones, and ``completed``: every request
+answered, warm-up included (what a daemon's CPU over the whole run is divided by).
 """
 
 from __future__ import annotations
@@ -32,7 +33,12 @@ class Window:
 
 
 async def client(
-    path: Path, session: str, window: Window, latencies: list[float], text: str
+    path: Path,
+    session: str,
+    window: Window,
+    latencies: list[float],
+    text: str,
+    completed: list[int],
 ) -> None:
     stream = await anyio.connect_unix(path)
     reader = BufferedByteReceiveStream(stream)
@@ -50,6 +56,7 @@ async def client(
             reply = json.loads(line)
             if not reply.get("ok"):
                 raise RuntimeError(f"request failed: {reply}")
+            completed[0] += 1
             if start >= window.begin:
                 latencies.append(elapsed)
 
@@ -58,15 +65,19 @@ async def load(args: argparse.Namespace) -> dict[str, Any]:
     window = Window(args.warmup, args.seconds)
     normal: list[float] = []
     slow: list[float] = []
+    completed = [0]
     async with anyio.create_task_group() as tg:
         for i in range(args.clients):
-            tg.start_soon(client, args.socket, f"agent:main:client-{i}", window, normal, args.text)
+            key = f"agent:main:client-{i}"
+            tg.start_soon(client, args.socket, key, window, normal, args.text, completed)
         for i in range(args.slow_clients):
-            tg.start_soon(client, args.socket, f"agent:main:slow-{i}", window, slow, args.text)
+            key = f"agent:main:slow-{i}"
+            tg.start_soon(client, args.socket, key, window, slow, args.text, completed)
     out: dict[str, Any] = {
         "clients": args.clients,
         "seconds": args.seconds,
         "requests": len(normal),
+        "completed": completed[0],
         "rate": len(normal) / args.seconds,
         "latency_ms": spread(normal, 1000) if normal else None,
     }

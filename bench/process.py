@@ -97,6 +97,25 @@ class Daemon:
     def rss_mib(self) -> float:
         return rss_kib(self.pid) / 1024
 
+    def cpu_seconds(self) -> tuple[float, float]:
+        """CPU time used so far (user + system): ``(its main thread, the whole process)``,
+        the whole process being every thread of it and of its live children (gatewayd's
+        journal helper). For gatewayd the main thread is the event loop's."""
+        pid = self.pid
+        loop = _task_cpu(f"/proc/{pid}/task/{pid}/stat")
+        total = 0.0
+        pids = [pid]
+        while pids:
+            one = pids.pop()
+            try:
+                total += _task_cpu(f"/proc/{one}/stat")
+                for task in os.listdir(f"/proc/{one}/task"):
+                    with open(f"/proc/{one}/task/{task}/children") as f:
+                        pids += [int(child) for child in f.read().split()]
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # a child that exited meanwhile
+        return loop, total
+
     def request(self, payload: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
         """One request over the control socket; the reply as a dict."""
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -151,6 +170,16 @@ class Daemon:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _task_cpu(stat_path: str) -> float:
+    """utime + stime, in seconds, from a ``/proc/.../stat`` file (fields 14 and 15)."""
+    with open(stat_path) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
 
 
 def gatewayd(state: Path, env: dict[str, str], *extra: str) -> Daemon:
