@@ -27,6 +27,7 @@ from bench.report import document
 BENCHMARKS: dict[str, str] = {
     "dispatch": "1. Dispatch throughput",
     "endtoend": "2. End to end over the control socket",
+    "commands": "Bundled hooks: command-logger under load",
     "livereload": "3. Live reload latency",
     "reload": "4. Reload scaling",
     "startup": "5. Startup and footprint",

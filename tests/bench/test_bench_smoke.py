@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 BENCHMARKS = [
     "dispatch",
     "endtoend",
+    "commands",
     "livereload",
     "reload",
     "startup",
