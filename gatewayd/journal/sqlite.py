@@ -1,52 +1,56 @@
 """The durable journal: ``<state>/journal/events.db``, SQLite in WAL mode, with group commit.
 
-Events are written on the event loop: every event appended in the same loop tick joins one
-batch, committed with ``synchronous=NORMAL`` (SQLite writes the WAL frames, ``write()`` only,
-no fsync: 40-100 us a batch on the loop). With ``gateway.queue.sync: full`` the batch's posters
-wake only once an ``fdatasync`` of the ``-wal`` file that began after its commit returned: what
-``synchronous=FULL`` adds in WAL mode, done by a helper process (:mod:`.syncer`) while the loop
-goes on; the next batch fills meanwhile, so under load one fsync carries many events and the
-batch size follows the load by itself. A batch's events are delivered to the queue's lanes in
-append order once it is synced: at once, or, for a large batch, once its woken posters'
-next events are committed, so that its dispatch runs while their sync waits for the disk.
+Every event appended in the same loop tick joins one batch. The event loop lays the batch's
+rows out flat (its events' contexts encoded as JSON) and sends them, with the done and dead
+marks queued since, to the journal's writer (:mod:`.writer`): a helper process that commits them
+in one transaction on a connection of its own (:mod:`.writes`), with ``synchronous`` per
+``gateway.queue.sync`` (``full``: the fsync is inside the commit), and answers. The batch's
+posters wake on the answer. One batch is with the writer at a time; the next fills meanwhile,
+so under load one commit carries many events and the batch size follows the load by itself.
+A batch's events are delivered to the queue's lanes in append order once it is written: at
+once, or, for a large batch, once its woken posters' next events are sent to the writer, so
+that its dispatch runs while the writer commits those.
 
-Before (up to session 8 of issue 18) a writer thread did the writing with ``synchronous=FULL``:
-it needed the GIL to wake, to bind the rows and after the fsync, and while the event loop
-dispatched it got it only when the loop went idle (or after the 5 ms switch interval), so its
-fsync did not overlap the dispatch; it cost 25-30 us of its CPU and 15-20 us of the loop's a
-message (bench/NOTES.md, issue 18, session 8). That thread (``gatewayd-journal``) now only opens
-and recovers the file, serves ``gatewayd events`` queries, checkpoints and closes; while it
-uses the connection the loop writes nothing (events wait, as behind any write).
+Before (issue 18, session 8) the loop committed each batch on its own connection at
+``synchronous=NORMAL`` and the helper only ``fdatasync``ed the ``-wal``: 45-90 us of the loop's
+CPU a commit (the WAL frames' ``pwrite``s, ~6 ``fcntl`` locks, binding) and the loop saturated
+(bench/NOTES.md, issue 18, session 9). That path remains the fallback: if the writer cannot
+start or goes away (``journal.writer_lost``), the loop commits (:meth:`SqliteJournal._write_here`)
+and the journal's thread syncs.
 
-Checkpoints: SQLite's automatic one would run inside a commit on the loop (with two fsyncs), so
-it is off; the thread checkpoints (``PASSIVE``, on a connection of its own, while the loop goes
-on) every :data:`CHECKPOINT_EVERY` commits. The WAL restarting after one syncs its header (one
-fsync on the loop per checkpoint).
+The journal's thread (``gatewayd-journal``) opens and recovers the file, serves ``gatewayd
+events`` queries, checkpoints and closes; while it uses its connection the loop sends no new
+batch (events wait, as behind any write); the writer's connection waits for SQLite's write lock
+(``busy_timeout``) when a query writes (``retry``, ``purge``).
 
-``done``/``dead`` marks are not waited for: done marks go every :data:`DONE_DELAY_S` (or when
-no batch is being written), in a statement of their own after a batch's; dead marks ride along
-with the next batch. Neither is synced by itself: the next sync, a checkpoint or the close's
+Checkpoints: SQLite's automatic one would run inside a commit (with two fsyncs), so it is off;
+the thread checkpoints (``PASSIVE``, on a connection of its own, while the writer goes on) every
+:data:`CHECKPOINT_EVERY` commits.
+
+``done``/``dead`` marks are not waited for: done marks go with a batch at most every
+:data:`DONE_DELAY_S` (or on their own that long after the last batch); dead marks ride along
+with the next batch. Neither is synced by itself: the next commit, a checkpoint or the close's
 syncs them. One lost to a crash or a power cut means that event is dispatched again
 (at-least-once).
 
-A full disk: the batch is retried with backoff for up to ``gateway.queue.fullWaitMs`` while its
-posters wait (and, the queue being bounded, new posters wait behind them), then its posters get
-:class:`JournalFull` (``journal_full``). SQLite rolls the failed transaction back, so the file
-stays whole. A sync that fails refuses the batch's events (``journal_error``) and deletes their
-rows. A damaged file found at start is set aside (:func:`store.set_aside`) and a fresh one
-created; ``journal.set_aside`` names the file.
+A full disk: the batch is written again with backoff for up to ``gateway.queue.fullWaitMs``
+while its posters wait (and, the queue being bounded, new posters wait behind them), then its
+posters get :class:`JournalFull` (``journal_full``). SQLite rolls the failed transaction back,
+so the file stays whole. Any other failed write refuses the batch's events (``journal_error``;
+rows in the file all the same are deleted with the next marks). A damaged file found at start
+is set aside (:func:`store.set_aside`) and a fresh one created; ``journal.set_aside`` names it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import queue
 import sqlite3
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from time import perf_counter
@@ -57,7 +61,7 @@ import structlog
 
 from gatewayd.atomic import fsync_dir
 from gatewayd.hooks.events import HookEvent
-from gatewayd.journal import store
+from gatewayd.journal import store, writes
 from gatewayd.journal.base import (
     Commit,
     DeadLetter,
@@ -69,38 +73,63 @@ from gatewayd.journal.base import (
 from gatewayd.journal.records import BASE_KEYS, context_json, make_encoder
 from gatewayd.journal.requests import parse_request
 from gatewayd.journal.store import journal_path
-from gatewayd.journal.syncer import Syncer
+from gatewayd.journal.writer import Answered, Writer
+from gatewayd.journal.writes import NO_ROWS, SHARED_ROWS, Mark
 
 __all__ = ["SqliteJournal", "journal_path"]
 
 log = structlog.get_logger("gatewayd.journal")
 
-Mark = tuple[int, str, str, int, float]
-"""A dead letter on its way to the file: ``(seq, hook, error, attempts, at)``."""
-Insert = Callable[[sqlite3.Connection], None]
-"""Inserts a batch's rows (:func:`_rows`)."""
-Pending = tuple[list[Item], Commit | None, list[Mark]]
-"""A batch committed and waiting for its sync: its items, its commit, its dead marks."""
-
 T = TypeVar("T")
 DONE_DELAY_S = 0.02
-"""Done marks are written at most this often while batches follow one another (each write is a
-``DELETE`` on the loop, 15-30 us), and this long after the last batch when none follows."""
+"""Done marks go with a batch at most this often while batches follow one another (fewer
+``DELETE``s for the writer, fewer WAL pages to sync), and this long after the last batch when
+none follows."""
 HAND_BACK_MIN = 32
-"""A synced batch of at least this many events is dispatched after its woken posters' next
-events are committed, while their sync waits for the disk (:meth:`SqliteJournal._written`); a
+"""A written batch of at least this many events is dispatched after its woken posters' next
+events are sent to the writer, while it commits them (:meth:`SqliteJournal._written`); a
 smaller one at once (a trigger at a low rate is not made to wait for the next batch)."""
-SYNCS_AHEAD = 1
-"""Batches committed and waiting for their syncs at most. With 2, the helper starts the next
-sync as the last returns, without waiting for the loop to hear of it, but batches are smaller
-(more commits, more loop CPU a message): the endtoend ``message`` load, 8 interleaved rounds,
-durable throughput 0.73x the in-memory queue's with 1 against 0.59x with 2 (faster in 6 of 8;
-bench/NOTES.md, issue 18, session 8)."""
+HELD_RETRY_S = 0.01
+"""Without the writer process: how soon a write waiting for the journal's thread to let go of
+the connection is tried again (:meth:`SqliteJournal._write_here`)."""
 CHECKPOINT_EVERY = 256
 """Commits between two checkpoints by the journal's thread (SQLite's own, every 1,000 WAL
-pages, is off: it would run inside a commit on the event loop)."""
+pages, is off: it would run inside a commit, with two fsyncs the batch's posters would wait
+for)."""
 TRIM_EVERY = 1024
 """Done marks between two trims of the retained done events (``retainDone`` > 0)."""
+
+
+class Write:
+    """A batch on its way to the file (:meth:`SqliteJournal._write`): its items, its commit,
+    the marks sent with it, the writer's request, and its full-disk retry's state."""
+
+    __slots__ = ("batch", "commit", "dead", "deadline", "delay", "done", "request")
+
+    def __init__(
+        self,
+        batch: list[Item],
+        commit: Commit | None,
+        dead: list[Mark],
+        done: list[int],
+        request: writes.Request,
+    ) -> None:
+        self.batch = batch
+        self.commit = commit
+        self.dead = dead
+        self.done = done
+        self.request = request
+        self.deadline: float | None = None
+        """``time.monotonic()`` after which a full disk refuses it (set at the first)."""
+        self.delay = 0.05
+        """Before the next try on a full disk."""
+
+
+def _start_counted(answer: writes.Answer) -> None:
+    """The writer's answer to a start count (:meth:`SqliteJournal.started`)."""
+    code, error, marks_error = answer
+    if code != writes.OK or marks_error is not None:
+        log.warning("journal.start_count_failed", error=marks_error or error)
 
 
 class SqliteJournal(Journal):
@@ -130,37 +159,34 @@ class SqliteJournal(Journal):
         self._seq = 0
         self._conn: sqlite3.Connection | None = None
         self._held = 0
-        """The journal's thread is using the connection (:meth:`_call`): the loop writes
-        nothing meanwhile."""
-        self._syncer: Syncer | None = None
-        """Syncs the WAL after each batch's commit (``sync: full``; :mod:`.syncer`)."""
+        """The journal's thread is using the connection (:meth:`_call`): the loop sends no new
+        batch meanwhile (and, without the writer process, writes nothing)."""
+        self._writer: Writer | None = None
+        """Writes the batches and marks (:mod:`.writer`), from :meth:`open` to :meth:`close`."""
         self._walfd = -1
-        self._inflight: deque[Pending] = deque()
-        """Batches committed and waiting for their syncs, oldest first (:data:`SYNCS_AHEAD`)."""
+        """The ``-wal`` file (``sync: full``), synced by the journal's thread after the loop's
+        commits when the writer process is gone (:meth:`_write_here`)."""
+        self._writing: Write | None = None
+        """The batch with the writer, or waiting to be sent again (a full disk)."""
         self._marks_at = 0.0
         """``time.monotonic()`` when done marks were last written."""
         self._since_checkpoint = 0
         self._checkpointer: sqlite3.Connection | None = None
         """The journal thread's own connection, for checkpoints (:meth:`_checkpoint`)."""
-        self._started: list[int] = []
-        """Redelivered seqs whose dispatch began, not yet counted in the file (:meth:`started`
-        while the thread held the connection)."""
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._batch: list[Item] = []
         self._commit: Commit | None = None
         self._done: list[int] = []
-        """Done marks not written yet (:meth:`_write_marks`)."""
+        """Done marks not sent to the writer yet (:meth:`_write`)."""
         self._carry: list[int] = []
         """Done marks whose write failed: written again with the next ones."""
         self._dead: list[Mark] = []
         self._busy = False
-        """No batch may be written now (:meth:`_blocked`, or one is being written)."""
-        self._retrying = False
-        """A batch waits to be written again (a full disk, or the thread held the connection)."""
+        """No batch may be written now (:meth:`_blocked`)."""
         self._handing: list[Item] | None = None
-        """A synced batch whose posters were woken, delivered a turn later (:meth:`_written`)."""
+        """A written batch whose posters were woken, delivered a turn later (:meth:`_written`)."""
         self._scheduled = False
         """A flush is due on the next loop turn (events were appended)."""
         self._timer: asyncio.TimerHandle | None = None
@@ -219,11 +245,8 @@ class SqliteJournal(Journal):
         def finished(outcome: tuple[bool, Any]) -> None:
             self._held -= 1
             then(outcome)
-            if not self._held:
-                if self._started:
-                    self._write_started()
-                if not self._busy:
-                    self._go_on()
+            if not self._held and not self._busy:
+                self._go_on()
 
         def job() -> None:
             try:
@@ -266,9 +289,8 @@ class SqliteJournal(Journal):
                 await anyio.to_thread.run_sync(thread.join, 5)
             raise JournalError(f"cannot open the journal {self.path}: {value}") from value
         rows, self._dead_letters = value
-        if self._walfd >= 0:
-            self._syncer = Syncer(self._loop, self._walfd, self._synced, self._jobs.put)
-            self._syncer.start()
+        self._writer = Writer(self._loop, self.path, self.sync, self._write_here)
+        self._writer.start()
         items = self._items(rows)
         if items:
             log.info(
@@ -307,15 +329,17 @@ class SqliteJournal(Journal):
             )
             conn, epoch = store.connect(self.path, self.sync)
             rows = []
-        # The commits are synced by the syncer (sync: full), and checkpoints by this thread
-        # (module docstring); the recovery above still ran with the configured setting.
+        # The writer process commits with the configured setting; when the loop commits on this
+        # connection instead (_write_here), the journal's thread syncs (sync: full), and
+        # checkpoints (module docstring). The recovery above ran with the configured setting.
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA wal_autocheckpoint=0")
         if self.sync == "full":
             # The file SQLite keeps while a connection is open (reading the file made it).
             self._walfd = os.open(f"{self.path}-wal", os.O_RDONLY | os.O_CLOEXEC)
-            # Its directory entry too: SQLite syncs a new WAL's directory at the WAL's first
-            # sync, which at NORMAL is the first checkpoint's; the syncer syncs the data only.
+            # Its directory entry too: SQLite syncs a new WAL's directory at the first sync of
+            # the connection that created it (this one: at NORMAL, the first checkpoint's);
+            # the writer's connection, and _write_here, sync its data only.
             fsync_dir(self.path.parent)
         self._checkpointer = sqlite3.connect(self.path, isolation_level=None, timeout=10)
         self._conn = conn
@@ -372,25 +396,14 @@ class SqliteJournal(Journal):
 
     def started(self, seq: int) -> None:
         """A redelivered item's dispatch begins: counted in the file, so that one whose
-        dispatch keeps ending with the daemon is dead-lettered (:func:`store.recover`)."""
+        dispatch keeps ending with the daemon is dead-lettered (:func:`store.recover`). Sent to
+        the writer at once, a write of its own, not with the next batch: a handler that blocks
+        the loop from here on would keep it from ever being sent. Not synced by itself; a crash
+        of the daemon loses none (the writer, or the kernel, has it)."""
         if seq in self.redelivered:
             self.redelivered.discard(seq)
-            self._started.append(seq)
-            if not self._held:
-                self._write_started()
-
-    def _write_started(self) -> None:
-        """(Event loop, connection not held.) Count the dispatches begun (:meth:`started`):
-        not synced by themselves; a crash of the process loses none (the kernel has them)."""
-        conn = self._conn
-        seqs, self._started = self._started, []
-        if conn is None:
-            return
-        try:
-            for seq in seqs:
-                store.note_started(conn, seq)
-        except sqlite3.Error as exc:
-            log.warning("journal.start_count_failed", error=str(exc), events=len(seqs))
+            if self._writer is not None:
+                self._writer.send(self._request(NO_ROWS, [], [], [], [seq]), _start_counted)
 
     def done(self, seq: int) -> None:
         self._pending.pop(seq, None)
@@ -411,9 +424,9 @@ class SqliteJournal(Journal):
             self._timer = self._loop.call_later(DONE_DELAY_S, self._flush)
 
     def _flush(self, committed: list[Item] | None = None) -> None:
-        """Write the batch being filled (event loop). ``committed``: the previous batch, synced,
-        its posters woken, not yet delivered: delivered once this batch is committed and its
-        sync requested, so that its dispatch runs while that sync waits for the disk."""
+        """Write the batch being filled (event loop). ``committed``: the previous batch,
+        written, its posters woken, not yet delivered: delivered once this batch is sent to the
+        writer, so that its dispatch runs while the writer commits (and syncs) this one."""
         self._scheduled = False
         if self._timer is not None:
             self._timer.cancel()
@@ -424,152 +437,48 @@ class SqliteJournal(Journal):
             return
         batch, commit, dead = self._batch, self._commit, self._dead
         self._batch, self._commit, self._dead = [], None, []
-        self._busy = True
-        if committed:  # into the lanes first (order); dispatched after this commit and request
+        if committed:  # into the lanes first (order); dispatched while this batch is written
             self._deliver(committed)
-        self._attempt(batch, commit, dead, None, 0.05)
+        self._write(batch, commit, dead)
 
-    def _attempt(
-        self,
-        batch: list[Item],
-        commit: Commit | None,
-        dead: list[Mark],
-        deadline: float | None,
-        delay: float,
-    ) -> None:
-        """Commit ``batch`` and the dead marks (event loop, ``synchronous=NORMAL``), then wait
-        for its sync (:meth:`_synced`); on a full disk, try again ``delay`` later, until
-        ``deadline``. A batch one ``INSERT`` takes, with no dead marks, is that statement
-        alone, in autocommit."""
-        assert self._loop is not None
-        if self._held:  # the thread took the connection during a full disk's wait
-            self._retrying = True
-            self._loop.call_later(delay, self._attempt, batch, commit, dead, deadline, delay)
-            return
-        conn = self._conn
-        assert conn is not None
-        error: JournalError | None = None
-        insert: Insert | None = None
-        try:
-            if batch:
-                insert = _rows(batch, self._base(), self._encode)
-        except (TypeError, ValueError, RecursionError) as exc:  # a cycle, or nested too deep
-            log.error("journal.unrecordable", error=str(exc), events=len(batch))
-            error = JournalError(f"the event cannot be recorded: {exc}")
-        try:
-            if error is None:
-                self._commit_rows(conn, insert, len(batch), dead)
-        except (sqlite3.Error, ValueError) as exc:  # ValueError: text SQLite cannot take
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if not store.is_full(exc):
-                log.error("journal.write_failed", error=str(exc), events=len(batch))
-                error = JournalError(f"the journal {self.path} could not record it: {exc}")
-            else:
-                if deadline is None:
-                    deadline = time.monotonic() + (self.full_wait_s if batch else 0)
-                    if not self.full:
-                        log.error(
-                            "journal.full",
-                            path=str(self.path),
-                            error=str(exc),
-                            waiting_ms=round(self.full_wait_s * 1000),
-                            fix="free space on the journal's filesystem",
-                        )
-                    self.full = True
-                if time.monotonic() < deadline:
-                    self._retrying = True
-                    later = min(delay * 2, 0.5)
-                    loop = self._loop
-                    loop.call_later(delay, self._attempt, batch, commit, dead, deadline, later)
-                    return
-                error = JournalFull(
-                    f"the disk holding the journal {self.path.parent} is full: event not "
-                    "accepted; free space there and post again"
-                )
-        self._retrying = False
-        if error is None and self.full:
-            self.full = False
-            log.info("journal.space_recovered", path=str(self.path))
-        if error is None and (batch or dead):
-            self._since_checkpoint += 1
-        syncer = self._syncer
-        if error is None and batch and syncer is not None:
-            self._inflight.append((batch, commit, dead))
-            syncer.request()
-            # With SYNCS_AHEAD > 1 the next batch may be committed while this one is synced.
-            self._busy = self._blocked()
-            self._after_commit(batch)
-            return
-        if error is None:
-            self._after_commit(batch)
-        self._written(batch, commit, dead, error)
-
-    def _commit_rows(
-        self, conn: sqlite3.Connection, insert: Insert | None, rows: int, dead: list[Mark]
-    ) -> None:
-        """Write a batch's ``rows`` (``insert``) and its dead marks in one transaction: a batch
-        one ``INSERT`` takes, with no dead marks, is that statement alone, in autocommit."""
-        if not dead and rows <= store.INSERT_ROWS:
-            if insert is not None:
-                insert(conn)
-            return
-        conn.execute("BEGIN IMMEDIATE")
-        if insert is not None:
-            insert(conn)
-        self._apply_dead(conn, dead)
-        conn.execute("COMMIT")
-
-    def _after_commit(self, batch: list[Item]) -> None:
-        """Done marks when they are due (:data:`DONE_DELAY_S`, or no batch written), a
-        checkpoint when one is due (:data:`CHECKPOINT_EVERY`); while the sync waits."""
+    def _write(self, batch: list[Item], commit: Commit | None, dead: list[Mark]) -> None:
+        """Send ``batch``, the dead marks and the done marks when they are due
+        (:data:`DONE_DELAY_S`, or no batch) to the writer, as one :class:`Write`; its answer
+        comes to :meth:`_answered`. The context JSON is encoded here, on the loop: an event
+        that cannot be recorded is refused before anything is written."""
+        rows: tuple[int, list[Any]] = (NO_ROWS, [])
+        if batch:
+            try:
+                rows = _rows(batch, self._base(), self._encode)
+            except (TypeError, ValueError, RecursionError) as exc:  # a cycle, or nested too deep
+                log.error("journal.unrecordable", error=str(exc), events=len(batch))
+                self._dead[:0] = dead  # written with the next write
+                self._written(batch, commit, JournalError(f"the event cannot be recorded: {exc}"))
+                return
+        done: list[int] = []
         if self._done or self._carry:
             now = time.monotonic()
             if not batch or now - self._marks_at >= DONE_DELAY_S:
                 self._marks_at = now
-                self._write_marks()
-        if self._since_checkpoint >= CHECKPOINT_EVERY:
-            self._since_checkpoint = 0
-            self._jobs.put(self._checkpoint)
+                done = self._take_done()
+        write = Write(batch, commit, dead, done, self._request(*rows, done, dead, []))
+        self._writing = write
+        self._busy = True
+        self._send(write)
 
-    def _synced(self, error: OSError | None) -> None:
-        """The sync of the batch in flight returned (:mod:`.syncer`): its posters wake, or, if
-        it failed, get ``journal_error`` (their rows are deleted with the next done marks)."""
-        batch, commit, dead = self._inflight.popleft()
-        failure: JournalError | None = None
-        if error is not None:
-            log.error("journal.sync_failed", error=str(error), events=len(batch))
-            failure = JournalError(f"the journal {self.path} could not be synced: {error}")
-            self._carry.extend(item[3] for item in batch)
-        self._written(batch, commit, dead, failure)
-
-    def _checkpoint(self) -> None:
-        """(The journal's thread.) Copy the WAL into the file, syncing both (``PASSIVE``), on a
-        connection of its own: the loop goes on writing meanwhile (its cache stays valid, as
-        a checkpoint changes no page's content), and the checkpoint's two fsyncs are no wait
-        of the loop's."""
-        conn = self._checkpointer
-        if conn is None:
-            return
-        try:
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        except sqlite3.Error as exc:
-            log.warning("journal.checkpoint_failed", error=str(exc))
-
-    def _write_marks(self) -> None:
-        """(Event loop.) Write the done marks, a statement of their own, not synced by itself.
-        Marks that cannot be written (a full disk) are kept and tried again next time."""
-        conn = self._conn
-        assert conn is not None
-        done = self._take_done()
-        try:
-            self._mark_done(conn, done)
-        except sqlite3.Error as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if not store.is_full(exc):
-                log.warning("journal.marks_failed", error=str(exc), events=len(done))
-            self._carry = done
+    def _request(
+        self, rows: int, values: list[Any], done: list[int], dead: list[Mark], started: list[int]
+    ) -> writes.Request:
+        """The writer's request (:data:`.writes.Request`); done marks delete the rows, or with
+        ``retainDone`` mark them done and now and then trim the oldest done ones."""
+        if not (self.retain_done and done):
+            return (rows, values, done, 0.0, 0, dead, started)
+        self._trim_countdown -= len(done)
+        trim = 0
+        if self._trim_countdown <= 0:
+            self._trim_countdown = TRIM_EVERY
+            trim = self.retain_done
+        return (rows, values, done, time.time(), trim, dead, started)
 
     def _take_done(self) -> list[int]:
         """The marks kept from a failed write, then those queued since."""
@@ -579,44 +488,133 @@ class SqliteJournal(Journal):
             self._carry = []
         return taken
 
-    def _apply_dead(self, conn: sqlite3.Connection, dead: list[Mark]) -> None:
-        if dead:
-            conn.executemany("INSERT OR REPLACE INTO dead VALUES (?,?,?,?,?)", dead)
-            conn.executemany(
-                "UPDATE events SET state = 2, done_at = ? WHERE seq = ?",
-                [(at, seq) for seq, *_, at in dead],
-            )
+    def _send(self, write: Write) -> None:
+        writer = self._writer
+        if writer is None:
+            return  # closed while a full disk's retry waited: the close gave up on it
+        writer.send(write.request, functools.partial(self._answered, write))
 
-    def _mark_done(self, conn: sqlite3.Connection, done: list[int]) -> None:
-        if self.retain_done == 0:
-            store.delete_done(conn, done)
+    def _answered(self, write: Write, answer: writes.Answer) -> None:
+        """The writer answered ``write``: deliver its batch (:meth:`_written`), wait and try
+        again on a full disk (:meth:`_full_wait`), or refuse it. Marks of a write that failed,
+        or that were rolled back alone, are kept for the next one."""
+        code, message, marks_error = answer
+        error: JournalError | None = None
+        if code == store.FULL:
+            if self._full_wait(write, message):
+                return
+            error = JournalFull(
+                f"the disk holding the journal {self.path.parent} is full: event not "
+                "accepted; free space there and post again"
+            )
+        elif code != writes.OK:
+            log.error("journal.write_failed", error=message, events=len(write.batch))
+            error = JournalError(f"the journal {self.path} could not record it: {message}")
+        self._writing = None
+        if error is not None:
+            # Rows in the file all the same (the loop's commit, then its sync failed, when it
+            # writes: _write_here) are deleted with the next marks: a restart does not run them.
+            self._carry[:0] = [*write.done, *(item[3] for item in write.batch)]
+            self._dead[:0] = write.dead
+        else:
+            if self.full:
+                self.full = False
+                log.info("journal.space_recovered", path=str(self.path))
+            if marks_error is not None:
+                log.warning("journal.marks_failed", error=marks_error, events=len(write.done))
+                self._carry[:0] = write.done
+                self._dead[:0] = write.dead
+            if write.batch or write.dead:
+                self.commits += 1
+                self._since_checkpoint += 1
+                if self._since_checkpoint >= CHECKPOINT_EVERY:
+                    self._since_checkpoint = 0
+                    self._jobs.put(self._checkpoint)
+        self._written(write.batch, write.commit, error)
+
+    def _full_wait(self, write: Write, message: str) -> bool:
+        """A full disk: True when ``write`` is sent again later (backoff doubling to 0.5 s)
+        because its deadline (``fullWaitMs`` after the first failure; none for marks alone)
+        is not reached; its posters wait meanwhile, and no other batch is written."""
+        now = time.monotonic()
+        if write.deadline is None:
+            write.deadline = now + (self.full_wait_s if write.batch else 0)
+            if not self.full:
+                log.error(
+                    "journal.full",
+                    path=str(self.path),
+                    error=message,
+                    waiting_ms=round(self.full_wait_s * 1000),
+                    fix="free space on the journal's filesystem",
+                )
+            self.full = True
+        if now >= write.deadline:
+            return False
+        assert self._loop is not None
+        self._loop.call_later(write.delay, self._send, write)
+        write.delay = min(write.delay * 2, 0.5)
+        return True
+
+    def _write_here(self, request: writes.Request, answered: Answered, again: bool) -> None:
+        """(Event loop: the writer process is gone, or never started.) Write ``request`` on
+        the loop's connection (``synchronous=NORMAL``); with ``sync: full`` the journal's
+        thread ``fdatasync``s the WAL before ``answered``, what ``FULL`` adds in WAL mode.
+        ``again``: the writer went away before answering it, and may have committed it."""
+        loop = self._loop
+        assert loop is not None
+        if self._held:  # the thread uses the connection: after it
+            loop.call_later(HELD_RETRY_S, self._write_here, request, answered, again)
             return
-        store.update_done(conn, done, time.time())
-        self._trim_countdown -= len(done)
-        if self._trim_countdown <= 0:
-            self._trim_countdown = TRIM_EVERY
-            store.trim_done(conn, self.retain_done)
+        conn = self._conn
+        assert conn is not None
+        if not again:
+            answer = writes.apply(conn, request)
+        elif writes.committed(conn, request):
+            answer = (writes.OK, "", None)
+        else:
+            answer = writes.apply(conn, writes.again(request))
+        fd = self._walfd
+        if answer[0] != writes.OK or fd < 0:
+            loop.call_soon(answered, answer)
+            return
+
+        def sync() -> None:
+            outcome = answer
+            try:
+                os.fdatasync(fd)
+            except OSError as exc:
+                log.error("journal.sync_failed", error=str(exc))
+                outcome = (writes.FAILED, f"cannot sync it: {exc}", None)
+            loop.call_soon_threadsafe(answered, outcome)
+
+        self._jobs.put(sync)
+
+    def _checkpoint(self) -> None:
+        """(The journal's thread.) Copy the WAL into the file, syncing both (``PASSIVE``), on a
+        connection of its own: the writer goes on writing meanwhile, and the checkpoint's two
+        fsyncs are no wait of the loop's or the writer's."""
+        conn = self._checkpointer
+        if conn is None:
+            return
+        try:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error as exc:
+            log.warning("journal.checkpoint_failed", error=str(exc))
 
     def _written(
-        self,
-        batch: list[Item],
-        commit: Commit | None,
-        dead: list[Mark],
-        error: JournalError | None,
+        self, batch: list[Item], commit: Commit | None, error: JournalError | None
     ) -> None:
         """A batch is durable (or refused): deliver (or refuse) and go on.
 
         A large batch (:data:`HAND_BACK_MIN`): its posters are woken first and the batch is
         delivered a loop turn later (:meth:`_deliver_after`), once they have appended their
-        next events: those are committed first, and this batch is dispatched while their sync
-        waits for the disk (:meth:`_flush`)."""
+        next events: those are sent to the writer first, and this batch is dispatched while
+        the writer commits them (:meth:`_flush`)."""
         handing, self._handing = self._handing, None
-        if handing is not None:  # synced before this one: into the lanes first
+        if handing is not None:  # written before this one: into the lanes first
             self._deliver(handing)
         self._busy = self._blocked()
         if error is None:
-            if batch or dead:  # done marks alone: no commit of events
-                self.commits += 1
             self.committed += len(batch)
             if len(batch) >= HAND_BACK_MIN:
                 if commit is not None:
@@ -632,9 +630,8 @@ class SqliteJournal(Journal):
             self.refused += len(batch)
             for item in batch:
                 self._pending.pop(item[3], None)
-            if batch and error is not None:
+            if batch:
                 self._reject(batch, error)
-            self._dead[:0] = dead  # retried with the next write
         if commit is not None:
             commit.finish(error)
         self._go_on()
@@ -642,7 +639,7 @@ class SqliteJournal(Journal):
     def _deliver_after(self) -> None:
         batch, self._handing = self._handing, None
         if batch is None:
-            return  # delivered already: the next batch's sync came first (_written)
+            return  # delivered already: the next batch's answer came first (_written)
         self._busy = self._blocked()
         if self._batch and not (self._busy or self._held):
             self._flush(batch)
@@ -651,9 +648,9 @@ class SqliteJournal(Journal):
             self._go_on()
 
     def _blocked(self) -> bool:
-        """No batch may be written now: one waits to be written again (a full disk), one waits
-        for its delivery (:meth:`_deliver_after`), or :data:`SYNCS_AHEAD` wait for syncs."""
-        return self._retrying or self._handing is not None or len(self._inflight) >= SYNCS_AHEAD
+        """No batch may be written now: one is being written (or waits to be written again,
+        a full disk), or one waits for its delivery (:meth:`_deliver_after`)."""
+        return self._writing is not None or self._handing is not None
 
     def _go_on(self) -> None:
         if self._held:
@@ -662,7 +659,7 @@ class SqliteJournal(Journal):
             self._flush()
         elif self._done or self._dead:
             self._poke()
-        elif self._idle is not None and not (self._busy or self._inflight):
+        elif self._idle is not None and not self._busy:
             self._idle.set()
 
     # -- inspection ---------------------------------------------------------------------------
@@ -710,7 +707,7 @@ class SqliteJournal(Journal):
     async def close(self) -> None:
         if self._thread is None:
             return
-        while self._busy or self._inflight or self._batch or self._scheduled or self._timer:
+        while self._busy or self._batch or self._scheduled or self._timer:
             self._idle = anyio.Event()
             if not self._busy:
                 self._flush()
@@ -718,12 +715,12 @@ class SqliteJournal(Journal):
                 await self._idle.wait()
             if self._busy:  # the disk stays full: what is in flight is not waited for longer
                 break
-        if not (self._busy or self._inflight):
+        writer, self._writer = self._writer, None
+        if writer is not None:  # first: the close's checkpoint needs its connection closed
+            await writer.close()
+        if not self._busy:
             dead, self._dead = self._dead, []
             await self._call(lambda conn: self._close_store(conn, dead))
-        if self._syncer is not None:
-            self._syncer.close()
-            self._syncer = None
         if self._walfd >= 0:
             os.close(self._walfd)
             self._walfd = -1
@@ -735,16 +732,13 @@ class SqliteJournal(Journal):
         """Write the marks of the last dispatches, checkpoint the WAL into the file, close."""
         done = self._take_done()
         if done or dead:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                if done:
-                    self._mark_done(conn, done)
-                self._apply_dead(conn, dead)
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                log.warning("journal.close_marks_lost", error=str(exc), events=len(done))
+            code, error, marks_error = writes.apply(
+                conn, self._request(NO_ROWS, [], done, dead, [])
+            )
+            if code != writes.OK or marks_error is not None:
+                log.warning(
+                    "journal.close_marks_lost", error=marks_error or error, events=len(done)
+                )
         if self._checkpointer is not None:
             self._checkpointer.close()
             self._checkpointer = None
@@ -770,8 +764,11 @@ def _one_kind(batch: Sequence[Item]) -> bool:
     return True
 
 
-def _rows(batch: Sequence[Item], base: dict[str, Any], encode: Callable[[Any], str]) -> Insert:
-    """What inserts the batch's rows (on the event loop, within the transaction).
+def _rows(
+    batch: Sequence[Item], base: dict[str, Any], encode: Callable[[Any], str]
+) -> tuple[int, list[Any]]:
+    """The batch's rows for the writer (:data:`.writes.Request`): how they are bound, and their
+    values laid end to end (on the event loop).
 
     Built flat, a row's values extended in one step, with the common cases inline (an ASCII
     session key, an empty context, a context without the gateway's objects): this runs for
@@ -792,9 +789,7 @@ def _rows(batch: Sequence[Item], base: dict[str, Any], encode: Callable[[Any], s
             )
             for event, _, _, seq, only in batch
         ]
-        flat = [value for row in rows for value in row]
-        width = len(store.EVENT_COLUMNS) + 1
-        return lambda conn: store.insert_values(conn, flat, width)
+        return len(store.EVENT_COLUMNS) + 1, [value for row in rows for value in row]
     shared = _one_kind(batch)
     if shared:
         first = batch[0]
@@ -818,5 +813,5 @@ def _rows(batch: Sequence[Item], base: dict[str, Any], encode: Callable[[Any], s
         else:
             extend((seq, value, event.type, event.action, event.created, text))
     if shared:
-        return lambda conn: store.insert_shared(conn, values)
-    return lambda conn: store.insert_values(conn, values, len(store.EVENT_COLUMNS))
+        return SHARED_ROWS, values
+    return len(store.EVENT_COLUMNS), values

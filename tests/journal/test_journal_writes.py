@@ -1,9 +1,10 @@
-"""How the SQLite journal's writer thread writes (gatewayd/journal/sqlite.py), in-process on a
-real file: a batch of one kind of event (bound with three values a row) and a mixed batch store
-the same rows; done marks go in statements of their own, are in the file without another event
-to carry them, and are kept and written later when that fails; posters wake once the WAL is
-synced by the helper process (or, without it, the journal's thread), and a failed sync refuses
-the batch; the loop leaves the connection alone while the thread uses it; checkpoints."""
+"""How the SQLite journal writes (gatewayd/journal/sqlite.py, writer.py, writes.py), in-process
+on a real file: a batch of one kind of event (bound with three values a row) and a mixed batch
+store the same rows; done marks are in the file without another event to carry them, and are
+kept and written later when SQLite refuses them; posters wake once the writer process answered,
+a write it fails is refused; a writer killed mid-run leaves the writes to the loop (the journal's
+thread syncing them) and loses nothing; a batch larger than the pipe; the loop sends nothing
+while the journal's thread holds the connection; checkpoints."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import os
 import signal
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -28,10 +29,10 @@ import structlog
 from gatewayd.hooks.events import HookEvent, create_hook_event
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.journal import sqlite as sqlite_journal
-from gatewayd.journal import store
+from gatewayd.journal import store, writes
+from gatewayd.journal import writer as writer_module
 from gatewayd.journal.base import Item, JournalError
 from gatewayd.journal.sqlite import SqliteJournal
-from gatewayd.journal.syncer import Syncer
 from gatewayd.triggers import Dispatcher, TriggerQueue
 
 
@@ -177,151 +178,251 @@ def test_done_marks_reach_the_file_without_another_event_to_carry_them(tmp_path:
     assert len(seen) == 120
 
 
-def test_done_marks_that_cannot_be_written_are_kept_and_written_later(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A marks write that fails (SQLite refusing the DELETE, here while ``failing`` is set)
-    loses no mark, and refuses no event: they stay pending in the file and go with the next
-    write that succeeds."""
+def block(table: str, operation: str) -> str:
+    """A trigger that makes SQLite refuse every ``operation`` on ``table`` while the table
+    ``blocked`` has a row: a failure the writer process meets in the file itself."""
+    return (
+        "CREATE TABLE IF NOT EXISTS blocked (x); "
+        f"CREATE TRIGGER refuse_{operation.lower()} BEFORE {operation} ON {table} "
+        "WHEN EXISTS (SELECT 1 FROM blocked) BEGIN SELECT RAISE(ABORT, 'refused'); END; "
+        "INSERT INTO blocked VALUES (1);"
+    )
+
+
+def unblock(conn: sqlite3.Connection) -> None:
+    conn.execute("DELETE FROM blocked")
+
+
+def test_done_marks_that_cannot_be_written_are_kept_and_written_later(tmp_path: Path) -> None:
+    """Marks SQLite refuses (here a trigger refusing every ``DELETE``) are rolled back alone:
+    the batch they went with is accepted, no mark is lost, and they go with the next write
+    that succeeds."""
     path = tmp_path / "events.db"
-    failing = [True]
-    delete_done = store.delete_done
-
-    def flaky(conn: sqlite3.Connection, seqs: Sequence[int]) -> None:
-        if failing[0]:
-            raise sqlite3.OperationalError("disk I/O error")
-        delete_done(conn, seqs)
-
-    monkeypatch.setattr(store, "delete_done", flaky)
 
     async def main() -> tuple[int, int, int]:
         async with dispatching(path, noop) as (journal, queue):
+            await journal._call(lambda c: c.executescript(block("events", "DELETE")))
             await queue.post_all([create_hook_event("command", "work", "s", {}) for _ in range(5)])
             await until(lambda: len(journal._carry) == 5)
             kept = len(journal._carry)
             pending = len(rows(path))
             await queue.post(create_hook_event("command", "work", "s", {}))  # accepted
-            failing[0] = False
+            await journal._call(unblock)
             await queue.post(create_hook_event("command", "work", "s", {}))
             await until(lambda: not rows(path))
             return kept, pending, len(rows(path))
 
-    kept, pending, left = run(main)
+    with structlog.testing.capture_logs() as logs:
+        kept, pending, left = run(main)
     assert (kept, pending) == (5, 5)
     assert left == 0
+    assert any(r["event"] == "journal.marks_failed" for r in logs)
 
 
-def test_posters_wake_only_once_a_sync_begun_after_their_commit_returned(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The batch is in the file (committed, ``synchronous=NORMAL``) when its sync is asked
-    for, and its poster is not told "accepted" before that sync answered."""
+def test_posters_wake_only_once_the_writer_answered(tmp_path: Path) -> None:
+    """The writer process stopped (SIGSTOP): a poster is not told "accepted" and its event is
+    not in the file; once the writer goes on, it is both. The writer commits with the
+    configured ``synchronous`` (FULL: the fsync inside the commit)."""
     path = tmp_path / "events.db"
-    asked: list[int] = []
-    release = anyio.Event()
-    request = Syncer.request
-    groups: list[anyio.abc.TaskGroup] = []
 
-    def held(syncer: Syncer) -> None:
-        asked.append(len(rows(path)))  # what the file holds as the sync is asked for
-
-        async def later() -> None:
-            await release.wait()
-            request(syncer)
-
-        groups[0].start_soon(later)
-
-    monkeypatch.setattr(Syncer, "request", held)
-
-    async def main() -> tuple[list[int], bool, int, int]:
-        async with anyio.create_task_group() as tg:
-            groups.append(tg)
-            journal = SqliteJournal(path, base=dict)
-            queue = TriggerQueue(capacity=64, journal=journal)
-            assert await journal.open() == []
-            assert journal._syncer is not None and journal._syncer.helper_pid is not None
+    async def main() -> tuple[bool, int, int]:
+        async with dispatching(path, noop) as (journal, queue):
+            writer = journal._writer
+            assert writer is not None and writer.helper_pid is not None
+            os.kill(writer.helper_pid, signal.SIGSTOP)
             accepted = anyio.Event()
 
             async def post() -> None:
                 await queue.post(create_hook_event("command", "work", "s", {}))
                 accepted.set()
 
-            tg.start_soon(post)
-            await until(lambda: bool(asked))
-            await anyio.sleep(0.1)
-            early = accepted.is_set()
-            release.set()
-            await accepted.wait()
-            sync = await journal._call(lambda c: c.execute("PRAGMA synchronous").fetchone()[0])
-            await journal.close()
-        return asked, early, sync, journal.commits
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(post)
+                await anyio.sleep(0.2)
+                early = accepted.is_set()
+                before = len(rows(path))
+                os.kill(writer.helper_pid, signal.SIGCONT)
+            return early, before, journal.commits
 
-    asked_rows, early, sync, commits = run(main)
-    assert asked_rows == [1]
+    early, before, commits = run(main)
     assert not early
-    assert sync == 1  # NORMAL: the syncer does what FULL would add
+    assert before == 0
     assert commits == 1
+    conn = writes.connect(str(tmp_path / "events.db"), "full")
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    conn.close()
 
 
-def test_a_sync_that_fails_refuses_the_batch_and_its_rows_go(
+def test_a_write_sqlite_refuses_refuses_its_batch_and_the_next_goes_on(tmp_path: Path) -> None:
+    """The writer process answers an error (here a trigger refusing the batch's ``INSERT``):
+    the batch's posters get ``journal_error``, nothing of it is in the file, and the writer
+    writes the next batch."""
+    path = tmp_path / "events.db"
+
+    async def main() -> tuple[str, str, int, int | None]:
+        async with dispatching(path, noop) as (journal, queue):
+            await journal._call(lambda c: c.executescript(block("events", "INSERT")))
+            with pytest.raises(JournalError) as refused:
+                await queue.post(create_hook_event("command", "work", "s", {"n": 0}))
+            await journal._call(unblock)
+            await queue.post(create_hook_event("command", "work", "s", {"n": 1}))
+            await until(lambda: not rows(path))
+            assert journal._writer is not None
+            return (
+                refused.value.code,
+                str(refused.value),
+                journal.refused,
+                journal._writer.helper_pid,
+            )
+
+    code, message, refused, helper = run(main)
+    assert code == "journal_error"
+    assert "refused" in message
+    assert refused == 1
+    assert helper is not None  # the same writer went on
+
+
+def no_writer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer process exits as it starts: the loop writes (``journal.writer_lost``)."""
+    monkeypatch.setattr(writer_module, "PROGRAM", "raise SystemExit(3)")
+
+
+def test_a_sync_that_fails_without_the_writer_refuses_the_batch_and_its_rows_go(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An ``fdatasync`` error: the posters get ``journal_error``; the batch's rows, committed
-    but not known to be on the disk, are deleted (a restart does not dispatch them)."""
+    """Without the writer process the loop commits and the journal's thread syncs: an
+    ``fdatasync`` error refuses the batch (``journal_error``) and its rows, committed but not
+    known to be on the disk, are deleted (a restart does not dispatch them)."""
     path = tmp_path / "events.db"
+    no_writer(monkeypatch)
     failures = [1]
-    request = Syncer.request
+    fdatasync = os.fdatasync
 
-    def failing(syncer: Syncer) -> None:
+    def failing(fd: int) -> None:
         if failures[0]:
             failures[0] -= 1
-            syncer._loop.call_soon(syncer._done, OSError(errno.EIO, "I/O error"))
-        else:
-            request(syncer)
+            raise OSError(errno.EIO, "I/O error")
+        fdatasync(fd)
 
-    monkeypatch.setattr(Syncer, "request", failing)
+    monkeypatch.setattr(os, "fdatasync", failing)
 
-    async def main() -> tuple[str, list[int], int]:
+    async def main() -> tuple[str, list[int], int, int | None]:
         async with dispatching(path, noop) as (journal, queue):
             with pytest.raises(JournalError) as refused:
                 await queue.post(create_hook_event("command", "work", "s", {"n": 0}))
             await queue.post(create_hook_event("command", "work", "s", {"n": 1}))
             await until(lambda: not rows(path))
             left = [r[0] for r in rows(path)]
-        return refused.value.code, left, journal.refused
+            assert journal._writer is not None
+            return refused.value.code, left, journal.refused, journal._writer.helper_pid
 
-    code, left, refused = run(main)
+    code, left, refused, helper = run(main)
+    assert helper is None
     assert code == "journal_error"
     assert left == []
     assert refused == 1
 
 
-def test_a_helper_that_goes_away_leaves_the_syncs_to_the_journal_thread(tmp_path: Path) -> None:
-    """The helper killed: one ``journal.syncer_lost`` warning, and events are still accepted,
-    synced by the journal's thread."""
+def test_a_writer_killed_mid_run_leaves_the_writes_to_the_loop_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    """The writer killed (SIGKILL) with a batch sent and not answered (it was stopped): one
+    ``journal.writer_lost`` warning; that batch is written by the loop and accepted, and so
+    are the next ones; every event is dispatched once."""
     path = tmp_path / "events.db"
+    seen: list[int] = []
+
+    async def record(ev: HookEvent) -> None:
+        seen.append(ev.context["n"])
 
     async def main() -> tuple[int | None, int]:
-        async with dispatching(path, noop) as (journal, queue):
-            await queue.post(create_hook_event("command", "work", "s", {}))
-            syncer = journal._syncer
-            assert syncer is not None and syncer.helper_pid is not None
-            os.kill(syncer.helper_pid, signal.SIGKILL)
-            for n in range(3):
+        async with dispatching(path, record) as (journal, queue):
+            await queue.post(create_hook_event("command", "work", "s", {"n": 0}))
+            writer = journal._writer
+            assert writer is not None and writer.helper_pid is not None
+            pid = writer.helper_pid
+            os.kill(pid, signal.SIGSTOP)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(queue.post, create_hook_event("command", "work", "s", {"n": 1}))
+                await until(lambda: journal._writing is not None)
+                await anyio.sleep(0.05)
+                os.kill(pid, signal.SIGKILL)
+            for n in range(2, 5):
                 await queue.post(create_hook_event("command", "work", "s", {"n": n}))
-            return syncer.helper_pid, journal.committed
+            return writer.helper_pid, journal.committed
 
     with structlog.testing.capture_logs() as logs:
         helper, committed = run(main)
     assert helper is None
-    assert committed == 4
-    assert [r["event"] for r in logs if r["event"].startswith("journal.syncer")] == [
-        "journal.syncer_lost"
+    assert committed == 5
+    assert seen == [0, 1, 2, 3, 4]
+    assert [r["event"] for r in logs if r["event"].startswith("journal.writer")] == [
+        "journal.writer_lost"
     ]
 
 
+def test_a_write_the_lost_writer_committed_is_not_written_twice(tmp_path: Path) -> None:
+    """A write the writer committed before going away unanswered is found in the file and not
+    written again (its rows would clash); one it had not committed is written, without its
+    start counts (which it may have written)."""
+    path = tmp_path / "events.db"
+    conn, _ = store.connect(path, "normal")
+    first: writes.Request = (
+        writes.SHARED_ROWS,
+        [1, "command", "work", "s", 1.0, "{}"],
+        [],
+        0.0,
+        0,
+        [],
+        [1],
+    )
+    assert writes.apply(conn, first) == (writes.OK, "", None)
+    second: writes.Request = (
+        writes.SHARED_ROWS,
+        [2, "command", "work", "s", 2.0, "{}"],
+        [],
+        0.0,
+        0,
+        [],
+        [2],
+    )
+    assert writes.committed(conn, first)
+    assert not writes.committed(conn, second)
+    assert writes.apply(conn, writes.again(second)) == (writes.OK, "", None)
+    assert [r[0] for r in store.pending_rows(conn)] == [1, 2]
+    assert conn.execute("SELECT seq, count FROM recoveries").fetchall() == [(1, 1)]
+    conn.close()
+
+
+def test_a_batch_larger_than_the_pipe_reaches_the_writer_whole(tmp_path: Path) -> None:
+    """A batch of several megabytes: the loop writes what the request pipe takes and the rest
+    as it drains, without blocking; the writer stores every row."""
+    path = tmp_path / "events.db"
+    events = [
+        create_hook_event("command", "work", f"s{n % 4}", {"n": n, "pad": "x" * 2000})
+        for n in range(1500)
+    ]
+
+    async def main() -> int:
+        journal = SqliteJournal(path, base=dict)
+        TriggerQueue(capacity=2048, journal=journal)
+        assert await journal.open() == []
+        commits = [journal.append(ev, None, 0.0) for ev in events]
+        assert journal._writer is not None and journal._writer.helper_pid is not None
+        for commit in commits:
+            assert commit is not None
+            await commit.wait()
+        helper = journal._writer.helper_pid
+        await journal.close()
+        assert helper is not None
+        return journal.commits
+
+    assert run(main) == 1
+    assert rows(path) == expected(events)
+
+
 @pytest.mark.parametrize("sync", ["full", "normal"])
-def test_the_wal_files_directory_entry_is_synced_when_the_syncer_syncs_its_data(
+def test_the_wal_files_directory_entry_is_synced_at_open_with_sync_full(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sync: str
 ) -> None:
     """SQLite syncs a new WAL's directory entry at the WAL's first sync, which with the commits
@@ -406,14 +507,10 @@ def test_the_journal_thread_checkpoints_every_so_many_commits(
     assert all(busy == 0 and frames > 0 for busy, frames, _ in done)
 
 
-@pytest.mark.parametrize("ahead", [1, 2])
-def test_each_session_is_dispatched_in_post_order_whatever_syncs_wait(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ahead: int
-) -> None:
-    """Batches committed while others wait for their syncs (``SYNCS_AHEAD``), large ones
-    handed back a turn later: every session's events still reach its handler in post order."""
+def test_each_session_is_dispatched_in_post_order_whatever_the_batches(tmp_path: Path) -> None:
+    """Batches of many sizes, large ones handed back a turn later: every session's events
+    still reach its handler in post order."""
     path = tmp_path / "events.db"
-    monkeypatch.setattr(sqlite_journal, "SYNCS_AHEAD", ahead)
     seen: dict[str, list[int]] = {}
 
     async def record(ev: HookEvent) -> None:
@@ -440,12 +537,12 @@ def test_each_session_is_dispatched_in_post_order_whatever_syncs_wait(
         assert all(v == sorted(v) for v in by_producer.values()), key
 
 
-def test_a_batch_synced_before_the_hand_back_of_the_one_before_it_goes_after_it(
+def test_a_batch_written_before_the_hand_back_of_the_one_before_it_goes_after_it(
     tmp_path: Path,
 ) -> None:
-    """A large batch is delivered a loop turn after its sync answered (its posters first);
-    when the sync of the batch after it answers in that same turn (two syncs waiting,
-    ``SYNCS_AHEAD`` 2), the earlier batch still goes into the lanes first."""
+    """A large batch is delivered a loop turn after its answer (its posters first); when the
+    answer of a batch after it comes in that same turn, the earlier batch still goes into the
+    lanes first."""
     delivered: list[int] = []
 
     async def main() -> None:
@@ -461,8 +558,8 @@ def test_a_batch_synced_before_the_hand_back_of_the_one_before_it_goes_after_it(
             for seq in range(1, 41)
         ]
         small: list[Item] = [(create_hook_event("command", "work", "s", {}), None, 0.0, 41, None)]
-        journal._written(large, None, [], None)  # handed back: delivered a turn later
-        journal._written(small, None, [], None)  # the next sync's answer, same turn
+        journal._written(large, None, None)  # handed back: delivered a turn later
+        journal._written(small, None, None)  # the next write's answer, same turn
         await anyio.lowlevel.checkpoint()
         await anyio.lowlevel.checkpoint()
 

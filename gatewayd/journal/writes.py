@@ -1,0 +1,187 @@
+"""What one write of the SQLite journal is, and how it is applied: in the writer process, or on
+the event loop when that process is gone.
+
+A write (:data:`Request`) is a tuple of flat values, so that it crosses a pipe as one
+``marshal`` frame (:func:`frame`): a batch's rows, laid end to end as :mod:`.store` binds them,
+then the done marks, dead marks and started counts queued since the last write. :func:`apply`
+writes it in one transaction and returns an :data:`Answer`; the rows commit or fail together,
+and marks that fail for any other reason than a full disk are rolled back alone (a
+``SAVEPOINT``): the rows still commit and the marks are kept for the next write.
+
+:func:`serve` is the writer process's program (``python -I -S``, started by :mod:`.writer`):
+it opens its own connection to the journal with the journal's pragmas (``synchronous`` per
+``gateway.queue.sync``, so with ``full`` the fsync is inside each commit; the automatic
+checkpoint off, the journal's thread checkpoints), then applies each request read from its
+request pipe, in order, and answers each on its answer pipe. Stdlib and :mod:`.store` only: it
+runs without the site packages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import marshal
+import os
+import signal
+import sqlite3
+from typing import Any
+
+from gatewayd.journal import store
+
+Mark = tuple[int, str, str, int, float]
+"""A dead letter on its way to the file: ``(seq, hook, error, attempts, at)``."""
+Request = tuple[int, list[Any], list[int], float, int, list[Mark], list[int]]
+"""``(rows, values, done, done_at, trim, dead, started)``: ``rows`` says how ``values`` are
+bound (:data:`NO_ROWS`, :data:`SHARED_ROWS`, or the width of a row for
+:func:`store.insert_values`); ``done`` the seqs whose handlers finished, deleted, or with
+``done_at`` > 0 marked done at that time (``retainDone``), then done events beyond the newest
+``trim`` deleted (0: no trim); ``dead`` the dead letters; ``started`` the redelivered seqs whose
+dispatch began (:func:`store.note_started`)."""
+Answer = tuple[int, str, str | None]
+"""``(code, error, marks_error)``: ``code`` :data:`OK`, :data:`store.FULL` or :data:`FAILED`
+with SQLite's message in ``error``; ``marks_error`` the message of marks rolled back alone."""
+
+NO_ROWS = 0
+SHARED_ROWS = 1
+"""``values`` are :func:`store.insert_shared`'s parameters (one kind of event)."""
+OK = 0
+FAILED = 1
+
+LENGTH = 4
+"""Bytes of a frame's length prefix (little-endian)."""
+
+
+def apply(conn: sqlite3.Connection, req: Request) -> Answer:
+    """Write ``req`` in one transaction on ``conn``; never raises (the writer answers every
+    request): an error comes back in the :data:`Answer`, the transaction rolled back."""
+    rows, values, done, done_at, trim, dead, started = req
+    marks_error: str | None = None
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        if rows == SHARED_ROWS:
+            store.insert_shared(conn, values)
+        elif rows != NO_ROWS:
+            store.insert_values(conn, values, rows)
+        if done or dead or started:
+            conn.execute("SAVEPOINT marks")
+            try:
+                _marks(conn, done, done_at, trim, dead, started)
+            except sqlite3.Error as exc:
+                if store.is_full(exc):
+                    raise
+                conn.execute("ROLLBACK TO marks")
+                marks_error = str(exc)
+            conn.execute("RELEASE marks")
+        conn.execute("COMMIT")
+    except Exception as exc:  # sqlite3.Error, or a value SQLite cannot take (ValueError)
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):  # SQLite rolled it back itself (I/O error)
+                conn.execute("ROLLBACK")
+        code = store.FULL if store.is_full(exc) else FAILED
+        text = str(exc) if isinstance(exc, sqlite3.Error) else f"{type(exc).__name__}: {exc}"
+        return code, text, None
+    return OK, "", marks_error
+
+
+def _marks(
+    conn: sqlite3.Connection,
+    done: list[int],
+    done_at: float,
+    trim: int,
+    dead: list[Mark],
+    started: list[int],
+) -> None:
+    if dead:
+        conn.executemany("INSERT OR REPLACE INTO dead VALUES (?,?,?,?,?)", dead)
+        conn.executemany(
+            "UPDATE events SET state = 2, done_at = ? WHERE seq = ?",
+            [(at, seq) for seq, *_, at in dead],
+        )
+    if done:
+        if done_at:
+            store.update_done(conn, done, done_at)
+        else:
+            store.delete_done(conn, done)
+    if trim:
+        store.trim_done(conn, trim)
+    for seq in started:
+        store.note_started(conn, seq)
+
+
+def committed(conn: sqlite3.Connection, req: Request) -> bool:
+    """``req``'s rows are in the file: a writer that went away committed it before answering
+    (its rows and marks commit together, so there is nothing left to write again)."""
+    rows, values = req[0], req[1]
+    if rows == NO_ROWS:
+        return False
+    first = values[0]  # the first seq, whichever way the rows are bound
+    return conn.execute("SELECT 1 FROM events WHERE seq = ?", (first,)).fetchone() is not None
+
+
+def again(req: Request) -> Request:
+    """``req`` to be written once more by another connection: without its started counts,
+    which a writer that went away may have written already (counted twice, an event would be
+    dead-lettered a restart early; lost, it is at worst redelivered once more)."""
+    rows, values, done, done_at, trim, dead, _ = req
+    return (rows, values, done, done_at, trim, dead, [])
+
+
+def frame(value: Any) -> bytes:
+    """``value`` as one frame: its length, then its ``marshal`` bytes."""
+    body = marshal.dumps(value)
+    return len(body).to_bytes(LENGTH, "little") + body
+
+
+def unframe(buffer: bytearray) -> list[Any]:
+    """The whole frames at the start of ``buffer``, taken out of it."""
+    out: list[Any] = []
+    start = 0
+    while len(buffer) - start >= LENGTH:
+        size = int.from_bytes(buffer[start : start + LENGTH], "little")
+        end = start + LENGTH + size
+        if end > len(buffer):
+            break
+        out.append(marshal.loads(buffer[start + LENGTH : end]))
+        start = end
+    del buffer[:start]
+    return out
+
+
+def connect(path: str, sync: str) -> sqlite3.Connection:
+    """The writer's connection: the journal's pragmas (the file is open and in WAL mode
+    already: the journal's thread opened and recovered it)."""
+    conn = sqlite3.connect(path, isolation_level=None, timeout=10)
+    conn.execute(f"PRAGMA synchronous={'FULL' if sync == 'full' else 'NORMAL'}")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    return conn
+
+
+def die_with_parent(parent: int) -> None:
+    """Have the kernel kill this process when the daemon (``parent``) dies (Linux): a daemon
+    killed with ``kill -9`` and started again must not find this writer still committing
+    behind the new one's recovery."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the pipe's end stops it, a moment later
+        pass
+    if os.getppid() != parent:  # the daemon died before the line above
+        os._exit(0)
+
+
+def serve(requests: int, answers: int, path: str, sync: str, parent: int) -> None:
+    """The writer process: apply each request from ``requests``, answer it on ``answers``;
+    exit when ``requests`` ends (the daemon closed it, or died). SIGINT and SIGTERM are
+    ignored: a service stop signals the whole cgroup, and the daemon's drain still writes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    die_with_parent(parent)
+    conn = connect(path, sync)
+    buffer = bytearray()
+    while data := os.read(requests, 1 << 16):
+        buffer += data
+        for req in unframe(buffer):
+            reply = frame(apply(conn, req))
+            while reply:
+                reply = reply[os.write(answers, reply) :]
+    conn.close()
