@@ -9,6 +9,7 @@ while the journal's thread holds the connection; checkpoints."""
 from __future__ import annotations
 
 import asyncio
+import enum
 import errno
 import json
 import os
@@ -129,6 +130,28 @@ def test_a_batch_is_stored_as_posted_whatever_its_kinds(
 
     run(main)
     assert rows(path) == expected(events)
+
+
+class Kind(enum.StrEnum):
+    WORK = "work"
+
+
+def test_an_event_whose_fields_are_str_subclasses_is_stored_as_their_text(tmp_path: Path) -> None:
+    """``marshal`` (the writer's framing) takes exact types only: an action given as a
+    ``str`` enum is sent as its plain text, and stored as SQLite would bind it."""
+    path = tmp_path / "events.db"
+    events = [create_hook_event("command", Kind.WORK, "s", {"n": n}) for n in range(3)]
+
+    async def main() -> None:
+        journal = SqliteJournal(path, base=dict)
+        queue = TriggerQueue(capacity=64, journal=journal)
+        assert await journal.open() == []
+        assert journal._writer is not None and journal._writer.helper_pid is not None
+        await queue.post_all(events)
+        await journal.close()
+
+    run(main)
+    assert [r[3] for r in rows(path)] == ["work"] * 3
 
 
 def test_a_batch_with_a_gap_in_its_seqs_is_stored_as_posted(tmp_path: Path) -> None:
