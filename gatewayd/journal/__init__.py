@@ -25,6 +25,8 @@ shared stream: the items this instance owns), ``done``/``dead`` acknowledge, ``o
 
 Modules: :mod:`~gatewayd.journal.base` (the interface, :func:`make_journal`),
 :mod:`~gatewayd.journal.sqlite` and :mod:`~gatewayd.journal.memory` (the backends),
+:mod:`~gatewayd.journal.writer` and :mod:`~gatewayd.journal.writes` (the SQLite journal's
+writer process, and what one of its writes is),
 :mod:`~gatewayd.journal.store` (the SQLite file: schema and queries, stdlib only, also used by
 ``gatewayd events`` without a daemon), :mod:`~gatewayd.journal.requests` (the ``events``
 request). This package module itself imports nothing, so the command line stays light.
