@@ -173,6 +173,9 @@ class SqliteJournal(Journal):
         self._since_checkpoint = 0
         self._checkpointer: sqlite3.Connection | None = None
         """The journal thread's own connection, for checkpoints (:meth:`_checkpoint`)."""
+        self._catch_up = False
+        """The thread's checkpoint ended: the writer's next write finishes it after its
+        answer (:func:`.writes.catch_up`)."""
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -471,14 +474,15 @@ class SqliteJournal(Journal):
     ) -> writes.Request:
         """The writer's request (:data:`.writes.Request`); done marks delete the rows, or with
         ``retainDone`` mark them done and now and then trim the oldest done ones."""
+        catch_up, self._catch_up = self._catch_up, False
         if not (self.retain_done and done):
-            return (rows, values, done, 0.0, 0, dead, started)
+            return (rows, values, done, 0.0, 0, dead, started, catch_up)
         self._trim_countdown -= len(done)
         trim = 0
         if self._trim_countdown <= 0:
             self._trim_countdown = TRIM_EVERY
             trim = self.retain_done
-        return (rows, values, done, time.time(), trim, dead, started)
+        return (rows, values, done, time.time(), trim, dead, started, catch_up)
 
     def _take_done(self) -> list[int]:
         """The marks kept from a failed write, then those queued since."""
@@ -592,7 +596,8 @@ class SqliteJournal(Journal):
     def _checkpoint(self) -> None:
         """(The journal's thread.) Copy the WAL into the file, syncing both (``PASSIVE``), on a
         connection of its own: the writer goes on writing meanwhile, and the checkpoint's two
-        fsyncs are no wait of the loop's or the writer's."""
+        fsyncs are no wait of the loop's or the writer's. The writer then copies what was
+        committed meanwhile, so that the WAL starts over (:func:`.writes.catch_up`)."""
         conn = self._checkpointer
         if conn is None:
             return
@@ -600,6 +605,9 @@ class SqliteJournal(Journal):
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
         except sqlite3.Error as exc:
             log.warning("journal.checkpoint_failed", error=str(exc))
+            return
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(setattr, self, "_catch_up", True)
 
     def _written(
         self, batch: list[Item], commit: Commit | None, error: JournalError | None

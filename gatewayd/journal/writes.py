@@ -29,13 +29,14 @@ from gatewayd.journal import store
 
 Mark = tuple[int, str, str, int, float]
 """A dead letter on its way to the file: ``(seq, hook, error, attempts, at)``."""
-Request = tuple[int, list[Any], list[int], float, int, list[Mark], list[int]]
-"""``(rows, values, done, done_at, trim, dead, started)``: ``rows`` says how ``values`` are
-bound (:data:`NO_ROWS`, :data:`SHARED_ROWS`, or the width of a row for
+Request = tuple[int, list[Any], list[int], float, int, list[Mark], list[int], bool]
+"""``(rows, values, done, done_at, trim, dead, started, catch_up)``: ``rows`` says how
+``values`` are bound (:data:`NO_ROWS`, :data:`SHARED_ROWS`, or the width of a row for
 :func:`store.insert_values`); ``done`` the seqs whose handlers finished, deleted, or with
 ``done_at`` > 0 marked done at that time (``retainDone``), then done events beyond the newest
 ``trim`` deleted (0: no trim); ``dead`` the dead letters; ``started`` the redelivered seqs whose
-dispatch began (:func:`store.note_started`)."""
+dispatch began (:func:`store.note_started`); ``catch_up``: once answered, checkpoint what the
+journal thread's checkpoint left (:func:`catch_up`)."""
 Answer = tuple[int, str, str | None]
 """``(code, error, marks_error)``: ``code`` :data:`OK`, :data:`store.FULL` or :data:`FAILED`
 with SQLite's message in ``error``; ``marks_error`` the message of marks rolled back alone."""
@@ -53,7 +54,7 @@ LENGTH = 4
 def apply(conn: sqlite3.Connection, req: Request) -> Answer:
     """Write ``req`` in one transaction on ``conn``; never raises (the writer answers every
     request): an error comes back in the :data:`Answer`, the transaction rolled back."""
-    rows, values, done, done_at, trim, dead, started = req
+    rows, values, done, done_at, trim, dead, started, _ = req
     marks_error: str | None = None
     try:
         conn.execute("BEGIN IMMEDIATE")
@@ -121,8 +122,23 @@ def again(req: Request) -> Request:
     """``req`` to be written once more by another connection: without its started counts,
     which a writer that went away may have written already (counted twice, an event would be
     dead-lettered a restart early; lost, it is at worst redelivered once more)."""
-    rows, values, done, done_at, trim, dead, _ = req
-    return (rows, values, done, done_at, trim, dead, [])
+    rows, values, done, done_at, trim, dead, _, catch_up = req
+    return (rows, values, done, done_at, trim, dead, [], catch_up)
+
+
+def catch_up(conn: sqlite3.Connection) -> None:
+    """Checkpoint (``PASSIVE``) the frames committed since the journal's thread checkpointed.
+
+    The thread's checkpoint (every ``CHECKPOINT_EVERY`` commits, on its own connection) copies
+    the WAL into the file while this writer goes on committing, so under load it never ends
+    with the whole WAL copied, and SQLite restarts the WAL from its start only when it did:
+    the ``-wal`` file grew by every commit's frames for as long as the load lasted (40-80 MB
+    in 4 s of the endtoend load, bench/NOTES.md, issue 18, session 9), each ``fdatasync``
+    writing the file's new size too. Run here, between two writes, the checkpoint ends with
+    nothing left to copy (the few frames since the thread's), and the next write starts the
+    WAL over. Its errors are the thread's next checkpoint's to report."""
+    with contextlib.suppress(sqlite3.Error):
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
 
 def frame(value: Any) -> bytes:
@@ -208,4 +224,6 @@ def serve(requests: int, answers: int, path: str, sync: str, parent: int) -> Non
             reply = frame(apply(conn, req))
             while reply:
                 reply = reply[os.write(answers, reply) :]
+            if req[7]:  # after the answer: the posters do not wait for it
+                catch_up(conn)
     conn.close()

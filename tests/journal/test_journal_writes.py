@@ -398,6 +398,7 @@ def test_a_write_the_lost_writer_committed_is_not_written_twice(tmp_path: Path) 
         0,
         [],
         [1],
+        False,
     )
     assert writes.apply(conn, first) == (writes.OK, "", None)
     second: writes.Request = (
@@ -408,6 +409,7 @@ def test_a_write_the_lost_writer_committed_is_not_written_twice(tmp_path: Path) 
         0,
         [],
         [2],
+        False,
     )
     assert writes.committed(conn, first)
     assert not writes.committed(conn, second)
@@ -502,24 +504,35 @@ def test_the_loop_writes_nothing_while_the_journal_thread_holds_the_connection(
 def test_the_journal_thread_checkpoints_every_so_many_commits(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SQLite's automatic checkpoint (which would run inside a commit on the loop) is off;
-    the journal's thread checkpoints every ``CHECKPOINT_EVERY`` commits instead, on a
-    connection of its own, and the WAL's frames reach the file."""
+    """SQLite's automatic checkpoint (which would run inside a commit) is off; the journal's
+    thread checkpoints every ``CHECKPOINT_EVERY`` commits instead, on a connection of its own,
+    and the WAL's frames reach the file; the writer's next write is asked to catch up."""
     path = tmp_path / "events.db"
     monkeypatch.setattr(sqlite_journal, "CHECKPOINT_EVERY", 3)
     done: list[tuple[int, ...]] = []
+    checkpoint = SqliteJournal._checkpoint
 
     def counted(journal: SqliteJournal) -> None:
         assert journal._checkpointer is not None
-        row = journal._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        done.append(tuple(row))
+        done.append(tuple(journal._checkpointer.execute("PRAGMA wal_checkpoint").fetchone()))
+        checkpoint(journal)
 
     monkeypatch.setattr(SqliteJournal, "_checkpoint", counted)
+    sent: list[writes.Request] = []
+    request = SqliteJournal._request
+
+    def recorded(journal: SqliteJournal, *args: Any) -> writes.Request:
+        sent.append(request(journal, *args))
+        return sent[-1]
+
+    monkeypatch.setattr(SqliteJournal, "_request", recorded)
 
     async def main() -> int:
         async with dispatching(path, noop) as (journal, queue):
             for n in range(7):
                 await queue.post(create_hook_event("command", "work", "s", {"n": n}))
+                if n == 2:  # the first checkpoint's catch-up goes with the next write
+                    await until(lambda: any(req[7] for req in sent))
             await until(lambda: len(done) == 2)
             return int(
                 await journal._call(lambda c: c.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
@@ -528,6 +541,48 @@ def test_the_journal_thread_checkpoints_every_so_many_commits(
     assert run(main) == 0
     assert len(done) == 2
     assert all(busy == 0 and frames > 0 for busy, frames, _ in done)
+    assert any(req[7] for req in sent)
+
+
+def test_the_writers_catch_up_lets_the_wal_start_over(tmp_path: Path) -> None:
+    """A checkpoint that could not copy the whole WAL (here a reader held an older snapshot;
+    under load, the writer committed meanwhile) leaves the WAL to grow with every commit; the
+    writer's catch-up copies the rest, and its next commit starts the WAL over."""
+    path = tmp_path / "events.db"
+
+    def wal_frames(with_catch_up: bool) -> int:
+        if path.exists():
+            for name in ("events.db", "events.db-wal", "events.db-shm"):
+                (tmp_path / name).unlink(missing_ok=True)
+        setup, _ = store.connect(path, "normal")
+        writer = writes.connect(str(path), "normal")
+        seq = iter(range(1, 1000))
+
+        def commit() -> None:
+            values = [next(seq), "command", "work", "s", 1.0, "{}"]
+            assert writes.apply(writer, (writes.SHARED_ROWS, values, [], 0.0, 0, [], [], False))[
+                0
+            ] == (writes.OK)
+
+        for _ in range(10):
+            commit()
+        reader = sqlite3.connect(path, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM events").fetchone()  # a snapshot of 10 commits
+        for _ in range(5):
+            commit()
+        setup.execute("PRAGMA wal_checkpoint(PASSIVE)")  # the thread's: up to the snapshot
+        reader.execute("COMMIT")
+        if with_catch_up:
+            writes.catch_up(writer)
+        commit()
+        frames = int(setup.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1])
+        for conn in (reader, writer, setup):
+            conn.close()
+        return frames
+
+    without, with_it = wal_frames(False), wal_frames(True)
+    assert with_it < 5 < without  # one commit's frames, against all sixteen commits' ones
 
 
 def test_each_session_is_dispatched_in_post_order_whatever_the_batches(tmp_path: Path) -> None:
