@@ -169,3 +169,51 @@ def test_a_journal_path_that_is_no_file_is_set_aside_and_the_daemon_starts(
     assert status["backend"] == "sqlite" and journal.is_file()
     assert read_records(state_dir)[-1]["n"] == 1
     assert daemon.stop() == 0
+
+
+def test_the_writer_process_does_not_outlive_a_daemon_killed_with_sigkill(
+    start_daemon: StartDaemon,
+) -> None:
+    """The kernel kills the journal's writer process with the daemon: a writer that could not
+    have noticed (stopped, here, as it could be busy or descheduled under load) never commits
+    behind the next daemon's recovery. A clean stop ends the writer too."""
+    daemon = start_daemon()
+    with daemon.control() as control:
+        control.ok("trigger", event="command:work", sessionKey="s", context={})
+    writers = children(daemon.proc.pid)
+    assert writers, "no writer process beside the daemon"
+    for pid in writers:
+        os.kill(pid, signal.SIGSTOP)  # it cannot read its pipe's end and exit on its own
+    try:
+        daemon.proc.send_signal(signal.SIGKILL)
+        daemon.wait()
+        wait_until(lambda: not any(alive(pid) for pid in writers), what="the writer gone")
+    finally:
+        for pid in writers:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+    daemon = start_daemon()
+    with daemon.control() as control:
+        control.ok("trigger", event="command:work", sessionKey="s", context={})
+    writers = children(daemon.proc.pid)
+    assert writers
+    assert daemon.stop() == 0
+    wait_until(lambda: not any(alive(pid) for pid in writers), what="the writer gone")
+
+
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            found += [int(c) for c in f.read().split()]
+    return found
+
+
+def alive(pid: int) -> bool:
+    """``pid`` runs (a zombie, dead and not yet reaped, does not count)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
