@@ -147,7 +147,7 @@ class Writer:
 
     def _read(self) -> None:
         try:
-            data = os.read(self._answers, 1 << 16)
+            data = os.read(self._answers, 4096)  # answers are ~20 bytes each
         except BlockingIOError:
             return
         except OSError as exc:
