@@ -97,24 +97,17 @@ class Daemon:
     def rss_mib(self) -> float:
         return rss_kib(self.pid) / 1024
 
+    def rss_tree_mib(self) -> float:
+        """RSS of the process and its live children (gatewayd's journal writer) together."""
+        return sum(rss_kib(pid) for pid in _tree(self.pid)) / 1024
+
     def cpu_seconds(self) -> tuple[float, float]:
         """CPU time used so far (user + system): ``(its main thread, the whole process)``,
         the whole process being every thread of it and of its live children (gatewayd's
-        journal helper). For gatewayd the main thread is the event loop's."""
+        journal writer). For gatewayd the main thread is the event loop's."""
         pid = self.pid
         loop = _task_cpu(f"/proc/{pid}/task/{pid}/stat")
-        total = 0.0
-        pids = [pid]
-        while pids:
-            one = pids.pop()
-            try:
-                total += _task_cpu(f"/proc/{one}/stat")
-                for task in os.listdir(f"/proc/{one}/task"):
-                    with open(f"/proc/{one}/task/{task}/children") as f:
-                        pids += [int(child) for child in f.read().split()]
-            except (FileNotFoundError, ProcessLookupError):
-                continue  # a child that exited meanwhile
-        return loop, total
+        return loop, sum(_task_cpu(f"/proc/{one}/stat") for one in _tree(pid))
 
     def request(self, payload: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
         """One request over the control socket; the reply as a dict."""
@@ -170,6 +163,22 @@ class Daemon:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its live descendants (``/proc/<pid>/task/*/children``)."""
+    found: list[int] = []
+    pids = [pid]
+    while pids:
+        one = pids.pop()
+        try:
+            for task in os.listdir(f"/proc/{one}/task"):
+                with open(f"/proc/{one}/task/{task}/children") as f:
+                    pids += [int(child) for child in f.read().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # exited meanwhile
+        found.append(one)
+    return found
 
 
 _TICK = os.sysconf("SC_CLK_TCK")
