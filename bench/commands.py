@@ -22,8 +22,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench import loadgen
 from bench.endtoend import CLIENTS, MEMORY_JOURNAL
-from bench.harness import PYTHON, Figure, Scale, Section, Target, child_json, main, median, progress
+from bench.harness import Figure, Scale, Section, Target, child_json, main, median, progress
 from bench.process import Daemon, gatewayd, minimal
 from bench.workload import env_for, make_state, write_config
 
@@ -40,20 +41,7 @@ def prepare(base: Path, settings: dict[str, Any] | None = None) -> Path:
 
 def load(daemon: Daemon, seconds: float, warmup: float) -> dict[str, Any]:
     out: dict[str, Any] = child_json(
-        [
-            PYTHON,
-            "-m",
-            "bench.loadgen",
-            str(daemon.socket_path),
-            "--clients",
-            str(CLIENTS),
-            "--seconds",
-            str(seconds),
-            "--warmup",
-            str(warmup),
-            "--text",
-            TEXT,
-        ],
+        loadgen.command(daemon.socket_path, seconds, warmup, clients=CLIENTS, text=TEXT),
         timeout=seconds + warmup + 60,
     )
     if out["latency_ms"] is None:

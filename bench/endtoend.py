@@ -40,8 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import loadgen
 from bench.harness import (
-    PYTHON,
     Figure,
     Scale,
     Section,
@@ -105,20 +105,9 @@ def load(daemon: Daemon, seconds: float, warmup: float, slow: int = 0) -> dict[s
         loop_before, total_before = daemon.cpu_seconds()
         out = dict(
             child_json(
-                [
-                    PYTHON,
-                    "-m",
-                    "bench.loadgen",
-                    str(daemon.socket_path),
-                    "--clients",
-                    str(CLIENTS),
-                    "--slow-clients",
-                    str(slow),
-                    "--seconds",
-                    str(seconds),
-                    "--warmup",
-                    str(warmup),
-                ],
+                loadgen.command(
+                    daemon.socket_path, seconds, warmup, clients=CLIENTS, slow_clients=slow
+                ),
                 timeout=seconds + warmup + 60,
             )
         )

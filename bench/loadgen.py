@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from bench.harness import spread
+from bench.harness import PYTHON, spread
 
 
 class Window:
@@ -84,6 +84,22 @@ async def load(args: argparse.Namespace) -> dict[str, Any]:
     if args.slow_clients:
         out["slow"] = {"requests": len(slow), "latency_ms": spread(slow, 1000) if slow else None}
     return out
+
+
+def command(
+    socket_path: Path,
+    seconds: float,
+    warmup: float,
+    *,
+    clients: int,
+    slow_clients: int = 0,
+    text: str | None = None,
+) -> list[str]:
+    """The command line that runs this load generator against ``socket_path``."""
+    argv = [PYTHON, "-m", "bench.loadgen", str(socket_path), "--clients", str(clients)]
+    argv += ["--slow-clients", str(slow_clients), "--seconds", str(seconds)]
+    argv += ["--warmup", str(warmup)]
+    return argv if text is None else [*argv, "--text", text]
 
 
 def main() -> None:

@@ -148,29 +148,22 @@ def run(scale: Scale) -> Section:
     section.add(
         Figure("minimal.rss", "minimal daemon", median(col("minimal", "rss")), "MiB", "lower")
     )
-    section.add(
-        Figure(
-            "gatewayd.rss",
-            "idle RSS, bundled hooks loaded",
-            median(col("gatewayd", "rss")),
-            "MiB",
-            "lower",
-            vs=["minimal.rss"],
-            target=Target("< 50 MiB", high=50),
-            detail={"runs": [round(v, 1) for v in col("gatewayd", "rss")]},
+    for column, label, target in (
+        ("rss", "idle RSS, bundled hooks loaded", Target("< 50 MiB", high=50)),
+        ("rss_tree", "idle RSS with its helper processes (the journal's writer)", None),
+    ):
+        section.add(
+            Figure(
+                f"gatewayd.{column}",
+                label,
+                median(col("gatewayd", column)),
+                "MiB",
+                "lower",
+                vs=["minimal.rss"],
+                target=target,
+                detail={"runs": [round(v, 1) for v in col("gatewayd", column)]},
+            )
         )
-    )
-    section.add(
-        Figure(
-            "gatewayd.rss_tree",
-            "idle RSS with its helper processes (the journal's writer)",
-            median(col("gatewayd", "rss_tree")),
-            "MiB",
-            "lower",
-            vs=["minimal.rss"],
-            detail={"runs": [round(v, 1) for v in col("gatewayd", "rss_tree")]},
-        )
-    )
     first = runs["gatewayd"][0]
     floor = first["floor"]
     section.add(

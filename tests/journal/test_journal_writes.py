@@ -390,27 +390,14 @@ def test_a_write_the_lost_writer_committed_is_not_written_twice(tmp_path: Path) 
     start counts (which it may have written)."""
     path = tmp_path / "events.db"
     conn, _ = store.connect(path, "normal")
-    first: writes.Request = (
-        writes.SHARED_ROWS,
-        [1, "command", "work", "s", 1.0, "{}"],
-        [],
-        0.0,
-        0,
-        [],
-        [1],
-        False,
-    )
+
+    def one_row(seq: int) -> writes.Request:
+        """The row of event ``seq``, and its dispatch counted as begun."""
+        rows = [seq, "command", "work", "s", float(seq), "{}"]
+        return (writes.SHARED_ROWS, rows, [], 0.0, 0, [], [seq], False)
+
+    first, second = one_row(1), one_row(2)
     assert writes.apply(conn, first) == (writes.OK, "", None)
-    second: writes.Request = (
-        writes.SHARED_ROWS,
-        [2, "command", "work", "s", 2.0, "{}"],
-        [],
-        0.0,
-        0,
-        [],
-        [2],
-        False,
-    )
     assert writes.committed(conn, first)
     assert not writes.committed(conn, second)
     assert writes.apply(conn, writes.again(second)) == (writes.OK, "", None)
