@@ -25,7 +25,10 @@ import errno
 import os
 import stat
 import sys
-from pathlib import Path
+
+TYPE_CHECKING = False  # typing's, without importing typing or pathlib at run time (see store.py)
+if TYPE_CHECKING:
+    from pathlib import Path
 
 TAIL_CHUNK = 64 * 1024
 

