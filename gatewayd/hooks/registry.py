@@ -613,11 +613,9 @@ def _run_plan(
     slot.hook = None
     if base_cfg is not _NO_CFG:
         context["cfg"] = base_cfg
-    if failed is None:
-        if ran == len(plan):
-            return
-        raise _Finished(_clean_report(ran))
-    raise _Finished(_failed_report(ran, failed))
+    if failed is None and ran == len(plan):
+        return
+    raise _Finished.after(ran, failed)
 
 
 def _run_async_plan(
@@ -675,11 +673,9 @@ def _run_async_plan(
     slot.hook = None
     if base_cfg is not _NO_CFG:
         context["cfg"] = base_cfg
-    if failed is None:
-        if ran == len(entries):
-            return
-        raise _Finished(_clean_report(ran))
-    raise _Finished(_failed_report(ran, failed))
+    if failed is None and ran == len(entries):
+        return
+    raise _Finished.after(ran, failed)
 
 
 # Marks the generators as coroutines, in place, so that they may `yield from` native coroutines
@@ -841,11 +837,17 @@ first is needed."""
 
 
 class _Finished(Exception):
-    """How :func:`_run_plan` ends when a handler failed or halted the chain."""
+    """How :func:`_run_plan` (and :func:`_run_async_plan`) ends when a handler failed or
+    halted the chain."""
 
     def __init__(self, report: DispatchReport) -> None:
         super().__init__(report)
         self.report = report
+
+    @classmethod
+    def after(cls, ran: int, failed: list[HandlerOutcome] | None) -> _Finished:
+        """The end of a plan stopped after ``ran`` handlers (halted) or with failures."""
+        return cls(_clean_report(ran) if failed is None else _failed_report(ran, failed))
 
 
 code_hooks = CodeHooks()
