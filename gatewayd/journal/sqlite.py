@@ -25,7 +25,8 @@ batch (events wait, as behind any write); the writer's connection waits for SQLi
 
 Checkpoints: SQLite's automatic one would run inside a commit (with two fsyncs), so it is off;
 the thread checkpoints (``PASSIVE``, on a connection of its own, while the writer goes on) every
-:data:`CHECKPOINT_EVERY` commits.
+:data:`CHECKPOINT_EVERY` commits, and the connection that commits (the writer's, or the loop's
+without it) catches up after its next write, so that the WAL starts over.
 
 ``done``/``dead`` marks are not waited for: done marks go with a batch at most every
 :data:`DONE_DELAY_S` (or on their own that long after the last batch); dead marks ride along
@@ -125,6 +126,11 @@ class Write:
         """Before the next try on a full disk."""
 
 
+def _caught_up(outcome: tuple[bool, Any]) -> None:
+    """A catch-up on the loop's connection ended (:meth:`SqliteJournal._write_here`): nothing
+    to do, :func:`.writes.catch_up` never raises (its errors are the next checkpoint's)."""
+
+
 def _start_counted(answer: writes.Answer) -> None:
     """The writer's answer to a start count (:meth:`SqliteJournal.started`)."""
     code, error, marks_error = answer
@@ -175,7 +181,7 @@ class SqliteJournal(Journal):
         """The journal thread's own connection, for checkpoints (:meth:`_checkpoint`)."""
         self._catch_up = False
         """The thread's checkpoint ended: the writer's next write finishes it after its
-        answer (:func:`.writes.catch_up`)."""
+        answer (:func:`.writes.catch_up`; without the writer process, :meth:`_write_here`)."""
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -562,7 +568,9 @@ class SqliteJournal(Journal):
     def _write_here(self, request: writes.Request, answered: Answered, again: bool) -> None:
         """(Event loop: the writer process is gone, or never started.) Write ``request`` on
         the loop's connection (``synchronous=NORMAL``); with ``sync: full`` the journal's
-        thread ``fdatasync``s the WAL before ``answered``, what ``FULL`` adds in WAL mode.
+        thread ``fdatasync``s the WAL before ``answered``, what ``FULL`` adds in WAL mode, and
+        then, when the request carries the catch-up, checkpoints on that connection
+        (:func:`.writes.catch_up`), as the writer would have.
         ``again``: the writer went away before answering it, and may have committed it."""
         loop = self._loop
         assert loop is not None
@@ -578,20 +586,26 @@ class SqliteJournal(Journal):
         else:
             answer = writes.apply(conn, writes.again(request))
         fd = self._walfd
-        if answer[0] != writes.OK or fd < 0:
+        if answer[0] == writes.OK and fd >= 0:
+
+            def sync() -> None:
+                outcome = answer
+                try:
+                    os.fdatasync(fd)
+                except OSError as exc:
+                    log.error("journal.sync_failed", error=str(exc))
+                    outcome = (writes.FAILED, f"cannot sync it: {exc}", None)
+                loop.call_soon_threadsafe(answered, outcome)
+
+            self._jobs.put(sync)
+        else:
             loop.call_soon(answered, answer)
-            return
-
-        def sync() -> None:
-            outcome = answer
-            try:
-                os.fdatasync(fd)
-            except OSError as exc:
-                log.error("journal.sync_failed", error=str(exc))
-                outcome = (writes.FAILED, f"cannot sync it: {exc}", None)
-            loop.call_soon_threadsafe(answered, outcome)
-
-        self._jobs.put(sync)
+        if request[7]:
+            # What the writer process does after answering (writes.serve): without it the WAL
+            # grows by every commit's frames under load here too. On the journal's thread, after
+            # the sync queued above (the posters do not wait for it), with the connection held:
+            # the loop commits nothing meanwhile, so the checkpoint ends with the WAL copied.
+            self._hold(writes.catch_up, _caught_up)
 
     def _checkpoint(self) -> None:
         """(The journal's thread.) Copy the WAL into the file, syncing both (``PASSIVE``), on a

@@ -19,9 +19,10 @@ when it drains (``add_writer``), so a large batch never stalls the loop.
 The helper ignores SIGINT and SIGTERM (the daemon's drain still writes), exits when its request
 pipe closes, and is killed by the kernel if the daemon dies (:func:`.writes.die_with_parent`).
 If it cannot be started or goes away, the journal writes on the loop instead (``here``: the
-loop commits at ``NORMAL``, the journal's thread syncs), after one ``journal.writer_lost``
-warning: slower, never less safe. The writes it had not answered are written there again, in
-order, unless their rows are in the file already (:func:`.writes.committed`).
+loop commits at ``NORMAL``, the journal's thread syncs, and catches up after its checkpoints as
+the helper would), after one ``journal.writer_lost`` warning: slower, never less safe. The
+writes it had not answered are written there again, in order, unless their rows are in the file
+already (:func:`.writes.committed`).
 """
 
 from __future__ import annotations
