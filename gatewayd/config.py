@@ -89,6 +89,34 @@ def _strict_bool(value: Any) -> Any:
 Bool = Annotated[bool, BeforeValidator(_strict_bool)]
 
 
+def _path_text(value: Any) -> Any:
+    """A path as written: not empty (``""`` would be the current directory) and without a NUL
+    byte, which no file name holds (``os`` raises ``embedded null byte`` wherever it is used)."""
+    if isinstance(value, str):
+        if "\0" in value:
+            raise ValueError("a path cannot hold a NUL byte (\\0); remove it")
+        if not value.strip():
+            raise ValueError("an empty path names no file: give one, or leave the key out")
+    return value
+
+
+ConfigPath = Annotated[Path, BeforeValidator(_path_text)]
+PathText = Annotated[str, BeforeValidator(_path_text)]
+
+# Upper bounds, each far past any sensible setting, on values that size a loop or a timer:
+# past them the daemon once crashed at start (hooks.timeoutMs: 1e30 overflows the thread
+# timer), froze (concurrency: 1e30 workers; backups: 1e30 renames a rotation) or died on a
+# retry (2 ** retries past a float).
+MAX_MS = 365 * 24 * 3600 * 1000
+"""Bound on every ``...Ms`` setting: a year."""
+MAX_CONCURRENCY = 10_000
+"""Bound on ``gateway.queue.concurrency`` (one task each, all started at once)."""
+MAX_BACKUPS = 1000
+"""Bound on rotated files kept (``gateway.log.backups``, ``sessions.transcriptBackups``)."""
+MAX_RETRIES = 100
+"""Bound on ``hooks.entries.<hookKey>.retries`` (the backoff doubles before each)."""
+
+
 class ConfigError(Exception):
     """An unusable config. ``errors`` lists every problem as ``key.path: message``."""
 
@@ -105,11 +133,11 @@ class _Model(BaseModel):
 
 
 class ControlConfig(_Model):
-    socket: Path | None = None
+    socket: ConfigPath | None = None
     """Control socket path; default ``<state>/run/gatewayd.sock``."""
     max_connections: int = Field(256, ge=1)
     """Open connections at once; one more gets the error ``busy`` and is closed."""
-    idle_timeout_ms: int = Field(300_000, ge=0)
+    idle_timeout_ms: int = Field(300_000, ge=0, le=MAX_MS)
     """A connection that takes this long to send a whole request line, or to read a reply, is
     closed (``idle_timeout``); time spent on hooks does not count. 0: never."""
 
@@ -123,10 +151,10 @@ class RedisQueueConfig(_Model):
     partitions: int = Field(16, ge=1, le=1024)
     """Streams the sessions are spread over (by a hash of the session key); the unit of
     ownership. Every instance of a namespace must use the same count."""
-    lease_ms: int = Field(5000, ge=200)
+    lease_ms: int = Field(5000, ge=200, le=MAX_MS)
     """How long a partition stays owned without its owner renewing it (a dead instance's
     partitions are taken over once this ran out)."""
-    wait_ms: int = Field(10_000, ge=0)
+    wait_ms: int = Field(10_000, ge=0, le=MAX_MS)
     """How long producers wait for an unreachable Redis before getting ``queue_unavailable``."""
 
 
@@ -135,9 +163,9 @@ class QueueConfig(_Model):
     per_session_max: int = Field(256, ge=1)
     """Events one session may hold in the queue; its producers wait beyond that (at or above
     ``capacity``: no bound of its own)."""
-    per_session_wait_ms: int = Field(5000, ge=0)
+    per_session_wait_ms: int = Field(5000, ge=0, le=MAX_MS)
     """How long a producer waits for room in its full session before ``queue_full``."""
-    concurrency: int = Field(8, ge=1)
+    concurrency: int = Field(8, ge=1, le=MAX_CONCURRENCY)
     backend: Literal["local", "redis"] = "local"
     """``local``: this process's journal (``journal``); ``redis``: one queue shared by every
     instance on the same Redis (``gateway.queue.redis``)."""
@@ -148,16 +176,16 @@ class QueueConfig(_Model):
     """SQLite's ``synchronous``: full survives a power cut, normal only a process crash."""
     retain_done: int = Field(0, ge=0)
     """Done events kept in the journal for ``gatewayd events list`` (0: deleted when done)."""
-    full_wait_ms: int = Field(5000, ge=0)
+    full_wait_ms: int = Field(5000, ge=0, le=MAX_MS)
     """How long producers wait on a full disk before getting ``journal_full``."""
 
 
 class LogFileConfig(_Model):
-    file: Path | None = None
+    file: ConfigPath | None = None
     """Also write every log line, as JSON, to this file (relative: to the state dir)."""
     max_bytes: int = Field(10 * 1024 * 1024, ge=1024)
     """Rotate the file when it would pass this size."""
-    backups: int = Field(5, ge=0)
+    backups: int = Field(5, ge=0, le=MAX_BACKUPS)
     """Rotated files kept (``<file>.1`` ... ``<file>.N``)."""
 
 
@@ -178,21 +206,21 @@ class MetricsConfig(_Model):
 
 
 class GatewayConfig(_Model):
-    startup_hook_delay_ms: int = Field(250, ge=0)
-    shutdown_timeout_ms: int = Field(5000, ge=0)
+    startup_hook_delay_ms: int = Field(250, ge=0, le=MAX_MS)
+    shutdown_timeout_ms: int = Field(5000, ge=0, le=MAX_MS)
     """Bound on the wait for ``gateway:shutdown`` handlers."""
-    drain_timeout_ms: int = Field(10000, ge=0)
+    drain_timeout_ms: int = Field(10000, ge=0, le=MAX_MS)
     """Bound on draining the trigger queue at shutdown."""
     control: ControlConfig = ControlConfig()
     queue: QueueConfig = QueueConfig()
     log: LogFileConfig = LogFileConfig()
     metrics: MetricsConfig = MetricsConfig()
-    loop_lag_warn_ms: int = Field(500, ge=0)
+    loop_lag_warn_ms: int = Field(500, ge=0, le=MAX_MS)
     """Log ``loop.stalled`` (naming the hook) when the event loop is blocked this long; 0: off."""
 
 
 class WorkspaceConfig(_Model):
-    dir: Path | None = None
+    dir: ConfigPath | None = None
     """Workspace dir; default ``<state>/workspace``."""
 
 
@@ -209,14 +237,14 @@ class HookEntry(BaseModel):
 
     enabled: Bool = True
     env: dict[str, str] = {}
-    timeout_ms: int | None = Field(None, ge=1)
+    timeout_ms: int | None = Field(None, ge=1, le=MAX_MS)
     priority: int | None = None
     """Overrides the hook's own ``priority`` (lower runs earlier; default 100)."""
     agents: list[str] | None = None
     """Overrides the hook's own ``agents``: the agents whose events it serves."""
-    retries: int = Field(0, ge=0)
+    retries: int = Field(0, ge=0, le=MAX_RETRIES)
     """Extra attempts for a failed handler of this hook, then a dead letter (0: none)."""
-    retry_backoff_ms: int = Field(1000, ge=0)
+    retry_backoff_ms: int = Field(1000, ge=0, le=MAX_MS)
     """Wait before the first retry; doubled before each next one."""
 
     @field_validator("env", mode="before")
@@ -256,12 +284,12 @@ def _entry_settings(entry: HookEntry) -> dict[str, Any]:
 
 
 class HooksLoadConfig(_Model):
-    extra_dirs: list[Path] = []
-    debounce_ms: int = Field(5, ge=0)
+    extra_dirs: list[ConfigPath] = []
+    debounce_ms: int = Field(5, ge=0, le=MAX_MS)
     """Quiet time after a change before reloading; a burst of writes is one reload."""
     poll: Bool = False
     """Poll instead of inotify (Docker bind mounts, network filesystems)."""
-    poll_interval_ms: int = Field(300, ge=10)
+    poll_interval_ms: int = Field(300, ge=10, le=MAX_MS)
     watch: Bool = True
     """Watch the hook roots and the config file and reload on change."""
 
@@ -270,19 +298,19 @@ class LegacyHandler(_Model):
     """``hooks.handlers[]``: an explicitly listed handler module (older configs)."""
 
     event: str
-    module: str
+    module: PathText
     export: str = "default"
 
 
 class HooksNodeConfig(_Model):
-    path: str | None = None
+    path: PathText | None = None
     wheel: Bool = True
 
 
 class HooksConfig(_Model):
     enabled: Bool = True
-    timeout_ms: int = Field(30000, ge=1)
-    decision_timeout_ms: int = Field(5000, ge=1)
+    timeout_ms: int = Field(30000, ge=1, le=MAX_MS)
+    decision_timeout_ms: int = Field(5000, ge=1, le=MAX_MS)
     """Bound on a decision event's round trip (``trigger`` of ``agent:before_tool_call``, ...):
     past it the caller gets the result so far and ``timedOut: true``."""
     max_depth: int = Field(8, ge=1)
@@ -301,14 +329,14 @@ class HooksConfig(_Model):
 class SessionsConfig(_Model):
     transcript_max_bytes: int = Field(10 * 1024 * 1024, ge=0)
     """A transcript about to grow past this is rotated to ``<sessionId>.jsonl.1``; 0: never."""
-    transcript_backups: int = Field(3, ge=0)
+    transcript_backups: int = Field(3, ge=0, le=MAX_BACKUPS)
     """Rotated transcripts kept per session (``.1`` newest); 0 keeps none."""
 
 
 class AgentConfigSection(_Model):
     """``agent``: the agent gatewayd serves."""
 
-    config_file: Path | None = None
+    config_file: ConfigPath | None = None
     """The agent's own config (``~/.eliza/eliza.json``, ``~/.openclaw/openclaw.json``; JSON5):
     where hooks' ``requires.config`` keys that are not gatewayd's are looked up."""
 
@@ -320,7 +348,7 @@ AGENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
 class AgentEntry(_Model):
     """``agents.<id>``: one agent and where its workspace (and so its hooks) is."""
 
-    workspace: Path | None = None
+    workspace: ConfigPath | None = None
     """Its workspace; its hooks are ``<workspace>/hooks`` and its subagents' are
     ``<workspace>/subagents/<subId>/hooks``. Default: ``<state>/workspace-<id>`` (the default
     agent's: ``workspace.dir``); a relative path is under the state dir."""
@@ -645,6 +673,15 @@ def read_config_file(path: Path) -> dict[str, Any]:
         kind = type(raw).__name__
         raise ConfigError(
             str(path), [f"{path}: the top level must be a mapping of keys, got a {kind}"]
+        )
+    if odd := [key for key in raw if not isinstance(key, str)]:
+        raise ConfigError(
+            str(path),
+            [
+                f"{path}: top-level key {key!r} is not a name: the keys are sections such as "
+                "gateway and hooks (quote a key that YAML reads as a number, null or a boolean)"
+                for key in odd
+            ],
         )
     return raw
 

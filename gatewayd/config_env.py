@@ -16,7 +16,7 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel
 
@@ -50,12 +50,15 @@ def env_vars(environ: Mapping[str, str] | None = None) -> dict[str, tuple[str, .
 
 
 def _unwrap(annotation: Any) -> tuple[Any, bool]:
-    """``(annotation without None, whether None is allowed)``."""
+    """``(annotation without None or validators, whether None is allowed)``."""
+    nullable = False
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        inner = args[0] if len(args) == 1 else annotation
-        return inner, len(args) < len(typing.get_args(annotation))
-    return annotation, False
+        nullable = len(args) < len(typing.get_args(annotation))
+        annotation = args[0] if len(args) == 1 else annotation
+    if typing.get_origin(annotation) is Annotated:  # ConfigPath: a Path with a check
+        annotation = typing.get_args(annotation)[0]
+    return annotation, nullable
 
 
 def field_at(model: type[BaseModel], path: Sequence[Any]) -> tuple[Any, list[str]] | None:

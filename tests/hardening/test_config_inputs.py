@@ -1,0 +1,98 @@
+"""A config edited into something the daemon cannot use never takes it down.
+
+At start such a config exits 78 naming the key and what is wrong, never with a traceback; on a
+reload (the ``reload`` op, or SIGHUP) it is refused with the same words and the running config
+stays. Each case here once did worse: crashed the start with a traceback (a top-level key YAML
+reads as a number, a NUL byte or nothing as a path, a timeout past the thread timer's range),
+failed the reload as a bug (``TypeError``, ``ValueError``, ``OverflowError``), froze the daemon
+(a trillion dispatch workers) or killed it on a failing hook's 1025th retry (``2 ** 1024`` is
+past a float).
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.support.fixtures import NewDaemon, StartDaemon
+
+HUGE = 10**20
+
+CASES = {
+    "int-top-level-key": ("1: 2\n", "top-level key 1 is not a name"),
+    "null-top-level-key": ("null: x\n", "top-level key None is not a name"),
+    "nul-in-workspace-dir": (
+        'workspace:\n  dir: "ws\\0x"\n',
+        "workspace.dir: a path cannot hold a NUL byte",
+    ),
+    "nul-in-handler-module": (
+        'hooks:\n  handlers:\n    - {event: "command:new", module: "h\\0.py"}\n',
+        "hooks.handlers.0.module: a path cannot hold a NUL byte",
+    ),
+    "empty-socket-path": (
+        'gateway:\n  control:\n    socket: ""\n',
+        "gateway.control.socket: an empty path names no file",
+    ),
+    "huge-timeout": (f"hooks:\n  timeoutMs: {HUGE}\n", "hooks.timeoutMs: Input should be less"),
+    "huge-loop-lag": (
+        f"gateway:\n  loopLagWarnMs: {HUGE}\n",
+        "gateway.loopLagWarnMs: Input should be less",
+    ),
+    "huge-concurrency": (
+        f"gateway:\n  queue:\n    concurrency: {HUGE}\n",
+        "gateway.queue.concurrency: Input should be less than or equal to 10000",
+    ),
+    "huge-backups": (
+        f"sessions:\n  transcriptBackups: {HUGE}\n",
+        "sessions.transcriptBackups: Input should be less than or equal to 1000",
+    ),
+    "huge-retries": (
+        "hooks:\n  entries:\n    x:\n      retries: 2000\n      retryBackoffMs: 0\n",
+        "hooks.entries.x.retries: Input should be less than or equal to 100",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_an_unusable_config_at_start_exits_78_naming_the_key(
+    new_daemon: NewDaemon, state_dir: Path, case: str
+) -> None:
+    text, expected = CASES[case]
+    (state_dir / "gatewayd.yaml").write_text(text)
+    daemon = new_daemon().start(wait_ready=False)
+    assert daemon.wait() == 78, daemon.stderr_text()[-3000:]
+    stderr = daemon.stderr_text()
+    assert expected in stderr, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+
+
+def test_a_running_daemon_refuses_each_broken_edit_and_keeps_its_config(
+    start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    daemon = start_daemon({"hooks": {"entries": {"command-logger": {"enabled": False}}}})
+    config = state_dir / "gatewayd.yaml"
+    good = config.read_text()
+    with daemon.control() as control:
+        for case, (text, expected) in sorted(CASES.items()):
+            config.write_text(text)
+            reply = control.request("reload")
+            assert reply["ok"] is False, (case, reply)
+            assert reply["error"]["code"] == "reload_refused", (case, reply)
+            assert expected in reply["error"]["message"], (case, reply)
+            # An accepted event still runs to its end under the old config.
+            assert control.ok("message", sessionKey="s", text="/new")["command"] == "new"
+        config.write_text(CASES["huge-timeout"][0])
+        daemon.send_signal(signal.SIGHUP)
+        refused = daemon.wait_log("reload.done", trigger="SIGHUP")
+        assert refused["result"] == "refused", refused
+        assert "hooks.timeoutMs" in refused["errors"][0], refused
+    assert daemon.proc.poll() is None, daemon.stderr_text()[-3000:]
+    assert daemon.events("reload.failed") == [], "a broken config is refused, not a bug"
+    hooks = daemon.request("hooks")["hooks"]
+    logger = next(h for h in hooks if h["name"] == "command-logger")
+    assert logger["status"] == "disabled", logger  # still the config from before the edits
+    config.write_text(good)
+    assert daemon.request("reload")["outcome"] == "ok"
+    assert daemon.stop() == 0
