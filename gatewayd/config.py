@@ -623,13 +623,17 @@ def format_errors(exc: ValidationError, from_internal: frozenset[str] = frozense
     errors = []
     for err in exc.errors():
         loc = err["loc"]
-        path = _written(loc, from_internal) or "(top level)"
+        path = _written(loc, from_internal)
         unknown = err["type"] == "extra_forbidden"
         message = err["msg"].removeprefix("Value error, ")
         if (env := variable_for(loc)) is not None:
             errors.append(_env_error(env[0], loc, message, unknown))
         elif unknown:
             errors.append(f"{path}: unknown key (check the spelling; see config/gatewayd.yaml)")
+        elif not loc:
+            # A check across sections (agents): its message names the keys, and its input is
+            # the whole config, secrets included.
+            errors.append(message)
         elif may_be_secret(loc):
             errors.append(f"{path}: {message}")  # never echo what may be a secret
         else:

@@ -80,6 +80,29 @@ def test_status_and_reload_errors_never_echo_a_secret(
     assert daemon.stop() == 0
 
 
+def test_an_error_across_sections_never_echoes_the_config(
+    start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    """A check across sections (two default agents, an agent id no session key can carry)
+    sees the whole config: its error names the keys and shows none of the values."""
+    daemon = start_daemon(secret_config())
+    bad_agents: list[dict[str, object]] = [
+        {"../x": {}},
+        {"a": {"default": True}, "b": {"default": True}},
+    ]
+    for agents in bad_agents:
+        write_config(state_dir, {**secret_config(), "agents": agents})
+        with daemon.control() as control:
+            reply = control.request("reload")
+            status = control.ok("status")["status"]
+        assert reply["ok"] is False and reply["error"]["code"] == "reload_refused", reply
+        text = json.dumps(reply) + json.dumps(status) + daemon.stderr_text()
+        assert "agents" in reply["error"]["message"], reply
+        for secret in SECRETS.values():
+            assert secret not in text
+    assert daemon.stop() == 0
+
+
 COMMAND_HOOK = """#!{python}
 import json, os, sys
 event = json.load(sys.stdin)
