@@ -31,6 +31,42 @@ Yaml12Loader.add_implicit_resolver(
 )
 
 
+_INT_LIMIT = 10**1000
+"""Integers from this size on are refused: no setting takes one, and from 4,300 digits on
+Python can neither read one (``ValueError``) nor print one (a hex literal reads fine)."""
+
+
+def _construct_int(loader: Any, node: yaml.ScalarNode) -> int:
+    """PyYAML's int, refused with its position past 1,000 digits."""
+    try:
+        value: int = yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
+    except ValueError:  # more digits than int() reads
+        value = _INT_LIMIT
+    if -_INT_LIMIT < value < _INT_LIMIT:
+        return value
+    raise yaml.constructor.ConstructorError(
+        None, None, "an integer of more than 1000 digits: write a smaller number", node.start_mark
+    )
+
+
+def _construct_timestamp(loader: Any, node: yaml.ScalarNode) -> Any:
+    """PyYAML's date or datetime, refused with its position when no such day or time exists
+    (``2024-02-30``: PyYAML's own ``ValueError`` carries no position)."""
+    try:
+        return yaml.constructor.SafeConstructor.construct_yaml_timestamp(loader, node)
+    except ValueError as exc:
+        raise yaml.constructor.ConstructorError(
+            None,
+            None,
+            f"{node.value!r} is not a valid date or time ({exc}); quote it to keep it as text",
+            node.start_mark,
+        ) from None
+
+
+Yaml12Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+Yaml12Loader.add_constructor("tag:yaml.org,2002:timestamp", _construct_timestamp)
+
+
 class YamlError(ValueError):
     """A YAML document that does not parse; ``str()`` names the source, line and column."""
 
@@ -136,10 +172,16 @@ def load_yaml(text: str, source: str) -> Any:
 
     A document whose aliases (``*name``) expand past :data:`MAX_EXPANDED_NODES` nodes, or refer
     to themselves, is refused: what reads it afterwards (validation, ``config show``, a hook's
-    ``cfg``) would expand every alias.
+    ``cfg``) would expand every alias. So is one nested deeper than Python's recursion limit
+    lets it be built (libyaml itself stops at 1,000 levels; a few hundred already reach it).
     """
     try:
         data = _load(text)
+    except RecursionError:
+        raise YamlError(
+            f"{source}: refused: its lists and mappings are nested too deeply to read; "
+            "write flatter YAML (a few levels deep)"
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source

@@ -43,6 +43,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic.alias_generators import to_camel
 
 from gatewayd.atomic import read_regular
+from gatewayd.hooks.spec import MAX_TIMEOUT_MS
 from gatewayd.hooks.vocabulary import resolve_all
 from gatewayd.yamlio import YamlError, load_yaml
 
@@ -147,7 +148,7 @@ class ElizaMeta(_Strict):
     os: StrList = Field(default_factory=list)
     requires: Requires = Field(default_factory=_no_requirements)
     install: list[dict[str, Any]] = Field(default_factory=list)
-    timeout_ms: int | None = Field(None, ge=1)
+    timeout_ms: int | None = Field(None, ge=1, le=MAX_TIMEOUT_MS)
     priority: int | None = None
     background: bool = False
     agents: StrList | None = None
@@ -162,7 +163,7 @@ class _Frontmatter(BaseModel):
     name: str | None = None
     description: str | None = None
     homepage: str | None = None
-    timeout_ms: int | None = Field(None, ge=1)
+    timeout_ms: int | None = Field(None, ge=1, le=MAX_TIMEOUT_MS)
     enabled: LenientBool = True
 
 
@@ -204,12 +205,14 @@ class HookManifest:
     warnings: tuple[str, ...] = ()
 
 
+_TIMEOUT: Final = f"a positive integer (milliseconds, at most {MAX_TIMEOUT_MS})"
+
 # What each field must be, for error messages; keyed by the field path as written in the file.
 _EXPECTED: Final = {
     "name": "a string",
     "description": "a string",
     "homepage": "a string",
-    "timeoutMs": "a positive integer (milliseconds)",
+    "timeoutMs": _TIMEOUT,
     "enabled": "true or false",
     "always": "true or false",
     "hookKey": "a string",
@@ -269,10 +272,7 @@ def _type_errors(
                 errors.setdefault(f"?{len(errors)}", f"{source}: {prefix}{err['msg']}")
             continue
         got = _value_at(raw, parts)
-        expected = _EXPECTED[field]
-        if err["type"] in ("greater_than_equal", "greater_than"):
-            expected = "a positive integer (milliseconds)"
-        errors[field] = f"{source}: {prefix}{field} must be {expected}, got {got!r}"
+        errors[field] = f"{source}: {prefix}{field} must be {_EXPECTED[field]}, got {got!r}"
     return list(errors.values())
 
 
@@ -298,6 +298,10 @@ def _metadata_mapping(value: Any, source: str) -> dict[str, Any]:
         except ValueError as exc:
             raise ManifestError(
                 [f"{source}: metadata is a string that is not valid JSON: {exc}"]
+            ) from None
+        except RecursionError:
+            raise ManifestError(
+                [f"{source}: metadata is a JSON string nested too deeply to read; write it flatter"]
             ) from None
     if not isinstance(value, dict):
         raise ManifestError(

@@ -17,6 +17,11 @@ from gatewayd.hooks.agents import AgentsSpec, entry_for
 
 _EMPTY: Mapping[str, Any] = types.MappingProxyType({})
 
+MAX_TIMEOUT_MS = 365 * 24 * 3600 * 1000
+"""The longest handler timeout a HOOK.md may set: a year, the bound the config puts on every
+``...Ms`` setting (``config.MAX_MS``). A far longer one overflowed the float of seconds the
+loader computes, and ended the daemon at its load."""
+
 
 @dataclass(frozen=True, slots=True)
 class EntrySpec:

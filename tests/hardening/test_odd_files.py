@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from tests.support.fixtures import StartDaemon
 from tests.support.hooks import WriteHook
@@ -131,6 +132,44 @@ def test_special_files_and_alias_bombs_in_hooks_and_workspace(
     for name, kind in (("dir-md", "a directory"), ("fifo-md", "a FIFO, device or socket")):
         assert listing[name]["status"] == "invalid", listing[name]
         assert f"HOOK.md is {kind}, not a regular file" in " ".join(listing[name]["reasons"])
+    assert daemon.stop() == 0
+
+
+UNBUILDABLE = {
+    # Each is valid YAML that Python cannot turn into values: the exception left the load
+    # (RecursionError, ValueError, OverflowError) and `gatewayd run` exited at its start.
+    "deep": ("x: " + "[" * 900 + "]" * 900, "nested too deeply to read"),
+    "deep-json": ("metadata: '" + "[" * 5000 + "]" * 5000 + "'", "JSON string nested too deeply"),
+    "long-int": ("version: " + "9" * 5000, "an integer of more than 1000 digits"),
+    "no-such-day": ("updated: 2024-02-30", "'2024-02-30' is not a valid date or time"),
+    "huge-timeout": ("timeoutMs: " + "9" * 400, "timeoutMs must be a positive integer"),
+}
+
+
+def test_hook_md_values_python_cannot_build_fail_that_hook_alone(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    hooks = state_dir / "hooks"
+    write_hook(hooks, "plain", events=["command:x"])
+    for name, (line, _) in UNBUILDABLE.items():
+        meta = "metadata: {eliza: {events: [command:x]}}\n" if name != "deep-json" else ""
+        write_hook(hooks, name, hook_md=f"---\nname: {name}\n{line}\n{meta}---\n")
+    daemon = start_daemon(watch=True)
+
+    def listing() -> dict[str, dict[str, Any]]:
+        with daemon.control() as control:
+            return {h["name"]: h for h in control.ok("hooks")["hooks"]}
+
+    for name, (_, reason) in UNBUILDABLE.items():
+        hook = listing()[name]
+        assert hook["status"] == "invalid", hook
+        assert reason in " ".join(hook["reasons"]), hook
+    # Written while the daemon runs: the live reload lists it the same way.
+    write_hook(hooks, "later", hook_md="---\nname: later\nupdated: 2024-13-01\n---\n")
+    wait_until(lambda: "later" in listing(), timeout=30, what="the new hook listed")
+    assert "not a valid date or time" in " ".join(listing()["later"]["reasons"])
+    with daemon.control() as control:
+        assert control.ok("message", sessionKey="s", text="/x")["messages"] == ["plain"]
     assert daemon.stop() == 0
 
 

@@ -148,6 +148,7 @@ def test_a_comma_separated_string_is_a_list_as_in_openclaw() -> None:
         ("install", "npm i", "metadata.eliza.install must be a list of mappings, got 'npm i'"),
         ("timeoutMs", "5s", "metadata.eliza.timeoutMs must be a positive integer"),
         ("timeoutMs", 0, "metadata.eliza.timeoutMs must be a positive integer"),
+        ("timeoutMs", 10**11, "integer (milliseconds, at most 31536000000), got 100000000000"),
     ],
 )
 def test_field_type_errors_name_file_field_and_expectation(
