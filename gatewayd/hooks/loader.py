@@ -68,6 +68,7 @@ from gatewayd.hooks.notices import no_events_reason, opt_in_reason, shadowing_wa
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.hooks.schema import GatewayHandle
 from gatewayd.hooks.spec import EntrySpec, LegacyHandlerSpec, LoadSpec
+from gatewayd.hooks.stats import exc_text
 from gatewayd.paths import is_inside
 
 log = structlog.get_logger("gatewayd.hooks")
@@ -251,7 +252,7 @@ def _where(exc: BaseException, directory: str) -> str:
 def _import_error(exc: BaseException, directory: str) -> str:
     if isinstance(exc, SyntaxError):
         return f"{_where(exc, directory)}: SyntaxError: {exc.msg}"
-    where, kind, detail = _where(exc, directory), type(exc).__name__, str(exc)
+    where, kind, detail = _where(exc, directory), type(exc).__name__, exc_text(exc)
     return f"{where}: {kind}: {detail}" if detail else f"{where}: {kind}"
 
 
@@ -394,8 +395,8 @@ class _Builder:
         module = self.import_module(package, handler_file, directory, timeout_s, allow_links)
         if hermes_events is not None:
             export = export or ENTRY_POINT
-        fn, attr = _export(module, export, handler_file)
         try:
+            fn, attr = _export(module, export, handler_file)
             if hermes_events is not None:
                 fn = hermes_handler(fn, hermes_events, str(handler_file))
             handler = make_handler(
@@ -411,6 +412,13 @@ class _Builder:
             )
         except HandlerSignatureError as exc:
             raise _Failure(str(exc)) from None
+        except _Failure:
+            raise
+        except BaseException as exc:  # the hook's code again: a module __getattr__, a property
+            raise _Failure(
+                f"{_import_error(exc, directory)}, raised while looking up and checking its "
+                "handler; make the module's __getattr__ and the handler's attributes not raise"
+            ) from None
         handler.cfg = hook_cfg(self.public_cfg, self.spec.effective_config, hook_key)
         return handler
 

@@ -18,6 +18,7 @@ import structlog
 
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.schema import Merge, spec_for
+from gatewayd.hooks.stats import exc_text
 
 log = structlog.get_logger("gatewayd.hooks")
 
@@ -45,25 +46,37 @@ def merge_result(event: HookEvent, hook: str, value: Any) -> None:
     if result is None:
         result = event.result = {}
     context: Any = event.context
-    for raw_key, item in value.items():
-        key = str(ALIASES.get(raw_key, raw_key))
-        how = merges.get(key, Merge.LAST)
-        if how is Merge.FIRST:
-            if key in result:
-                continue
-            result[key] = item
-        elif how is Merge.JOIN and result.get(key) and item:
-            result[key] = f"{result[key]}\n\n{item}"
-        else:
-            result[key] = item
-        if key in own:
-            context[key] = result[key]
-    if spec is not None and spec.stop is not None and result.get(spec.stop):
-        event.halted = True
-        log.info(
-            f"hook.{spec.stop}",
+    try:
+        for raw_key, item in value.items():
+            key = str(ALIASES.get(raw_key, raw_key))
+            how = merges.get(key, Merge.LAST)
+            if how is Merge.FIRST:
+                if key in result:
+                    continue
+                result[key] = item
+            elif how is Merge.JOIN and result.get(key) and item:
+                result[key] = f"{result[key]}\n\n{item}"
+            else:
+                result[key] = item
+            if key in own:
+                context[key] = result[key]
+        if spec is not None and spec.stop is not None and result.get(spec.stop):
+            event.halted = True
+            log.info(
+                f"hook.{spec.stop}",
+                hook=hook,
+                event_key=event.key,
+                session_key=event.session_key,
+                reason=result.get("reason"),
+            )
+    except BaseException as exc:  # a mapping or value of the hook's own whose methods raise
+        # (anything: no await here, so no cancellation). Left to propagate, it ended the
+        # event's dispatch: the handlers after this one never ran.
+        log.warning(
+            "hook.bad_result",
             hook=hook,
             event_key=event.key,
-            session_key=event.session_key,
-            reason=result.get("reason"),
+            got=type(value).__name__,
+            error=f"{type(exc).__name__}: {exc_text(exc)}",
+            fix="return None or a plain dict of str, number, bool, list and dict values",
         )

@@ -25,7 +25,7 @@ import structlog
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.handlers import Handler
 from gatewayd.hooks.results import merge_result
-from gatewayd.hooks.stats import error_location, running, thread_hook
+from gatewayd.hooks.stats import error_location, exc_text, running, thread_hook
 
 log = structlog.get_logger("gatewayd.hooks")
 
@@ -44,7 +44,7 @@ class Outcome(Enum):
 def report_failure(handler: Handler, event: HookEvent, exc: BaseException) -> Outcome:
     """Log a handler's exception with the hook and event, count it on the hook (with its
     ``file:line``), and return ``Outcome.ERROR``."""
-    message = f"{type(exc).__name__}: {exc}"
+    message = f"{type(exc).__name__}: {exc_text(exc)}"
     source = getattr(getattr(handler.call, "__code__", None), "co_filename", None)
     where = error_location(exc, source)
     handler.stats.error(message, where)

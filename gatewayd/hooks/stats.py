@@ -200,6 +200,15 @@ class HookStats:
         }
 
 
+def exc_text(exc: BaseException) -> str:
+    """``str(exc)``, for an exception a hook raised: when its own ``__str__`` raises too, what
+    that raised (left to propagate, it ended the dispatch of the event, or the whole load)."""
+    try:
+        return str(exc)
+    except BaseException as inner:  # the hook's code: it may raise anything
+        return f"<str() of the exception raised {type(inner).__name__}>"
+
+
 def error_location(exc: BaseException, source: str | None) -> str | None:
     """``file:line`` where ``exc`` was raised: the innermost frame in the directory of
     ``source`` (the hook's handler file) when there is one, else the innermost frame."""

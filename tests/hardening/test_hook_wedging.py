@@ -8,6 +8,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.support.fixtures import StartDaemon
 from tests.support.hooks import WriteHook
@@ -193,4 +194,124 @@ def test_a_hook_closing_fds_0_to_2_does_not_silence_the_daemon(
         ctl.ok("message", sessionKey="later", text="hello")
     wait_until(lambda: daemon.events("session.started"), what="later log lines")
     assert any(e.get("session_key") == "later" for e in daemon.events("session.started"))
+    assert daemon.stop() == 0
+
+
+RAISES_AGAIN = {
+    # An exception whose own __str__ raises, from an async and from a sync handler.
+    "unprintable": """
+class Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no str")
+
+async def handler(event):
+    raise Unprintable()
+""",
+    "unprintable-sync": """
+class Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no str")
+
+def handler(event):
+    raise Unprintable()
+""",
+    # A result mapping whose methods raise.
+    "bad-mapping": """
+from collections.abc import Mapping
+
+class Broken(Mapping):
+    def __getitem__(self, key):
+        raise KeyError(key)
+    def __iter__(self):
+        raise RuntimeError("no iter")
+    def __len__(self):
+        return 1
+
+async def handler(event):
+    return Broken()
+""",
+}
+
+
+def test_a_failure_that_raises_again_fails_its_hook_not_the_event(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    """Reporting each failure raised once more (its str(), the result's iteration): the
+    dispatch of the event ended there (``queue.dispatch_crashed``), the hooks after it never
+    ran and the reply was empty."""
+    hooks = state_dir / "hooks"
+    for name, source in RAISES_AGAIN.items():
+        write_hook(hooks, name, events=["command:go"], handler=source)
+    write_hook(hooks, "last", events=["command:go"], meta={"priority": 200})
+    daemon = start_daemon()
+    with daemon.control() as ctl:
+        for session in ("s", "t"):
+            assert ctl.ok("message", sessionKey=session, text="/go")["messages"] == ["last"]
+        assert ctl.ok("trigger", event="command:go", sessionKey="u")["messages"] == ["last"]
+        stats = {h["name"]: h["stats"] for h in ctl.ok("hooks")["hooks"]}
+    assert not daemon.events("queue.dispatch_crashed")
+    unprintable = "Unprintable: <str() of the exception raised RuntimeError>"
+    for name in ("unprintable", "unprintable-sync"):
+        assert stats[name]["errors"] == 3
+        assert stats[name]["lastError"]["message"] == unprintable
+    bad = [e for e in daemon.events("hook.bad_result") if e["hook"] == "bad-mapping"]
+    assert len(bad) == 3 and bad[0]["error"] == "RuntimeError: no iter", bad
+    assert daemon.stop() == 0
+
+
+INSPECTION_RAISES = {
+    "module-getattr": (
+        "def __getattr__(name):\n    raise RuntimeError('no ' + name)\n",
+        "handler.py:2: RuntimeError: no handler, raised while looking up and checking its handler",
+    ),
+    "signature-property": (
+        "class Handler:\n"
+        "    def __call__(self, event):\n"
+        "        pass\n"
+        "    @property\n"
+        "    def __signature__(self):\n"
+        "        raise RuntimeError('no signature')\n"
+        "handler = Handler()\n",
+        "handler.py:6: RuntimeError: no signature, raised while looking up and checking",
+    ),
+    "unprintable-import": (
+        "class Unprintable(Exception):\n"
+        "    def __str__(self):\n"
+        "        raise RuntimeError('no str')\n"
+        "raise Unprintable()\n",
+        "handler.py:4: Unprintable: <str() of the exception raised RuntimeError>",
+    ),
+}
+
+
+def test_a_handler_module_that_raises_when_inspected_fails_alone(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    """The loader asks the imported module for its export and reads the handler's signature:
+    hook code that raised there, or an import error whose str() raised, left the load and
+    ended `gatewayd run` at its start."""
+    hooks = state_dir / "hooks"
+    write_hook(hooks, "plain", events=["command:go"])
+    names = list(INSPECTION_RAISES)
+    write_hook(hooks, names[0], events=["command:go"], handler=INSPECTION_RAISES[names[0]][0])
+    daemon = start_daemon(watch=True)
+
+    def listing() -> dict[str, dict[str, Any]]:
+        with daemon.control() as ctl:
+            return {h["name"]: h for h in ctl.ok("hooks")["hooks"]}
+
+    for name in names[1:]:  # the others arrive while it runs: each live reload survives too
+        write_hook(hooks, name, events=["command:go"], handler=INSPECTION_RAISES[name][0])
+
+    def failed_as_expected() -> bool:
+        hooks = listing()
+        return all(
+            name in hooks and reason in " ".join(hooks[name]["reasons"])
+            for name, (_, reason) in INSPECTION_RAISES.items()
+        )
+
+    wait_until(failed_as_expected, timeout=30, what=f"each hook failed with its reason: {names}")
+    assert {listing()[name]["status"] for name in names} == {"failed"}
+    with daemon.control() as ctl:
+        assert ctl.ok("message", sessionKey="s", text="/go")["messages"] == ["plain"]
     assert daemon.stop() == 0
