@@ -45,6 +45,7 @@ import structlog
 
 from gatewayd.hooks.events import HookEvent, create_hook_event
 from gatewayd.hooks.registry import DispatchReport, dispatching
+from gatewayd.hooks.results import reply_lines
 from gatewayd.sessions import SessionEntry, SessionManager, message_line, read_bootstrap_files
 from gatewayd.tickets import wake_first
 from gatewayd.timestamps import iso_now
@@ -284,7 +285,7 @@ class CommandRouter:
                 continue
             if msg.trace:
                 traced.append((event, ticket.report))
-            messages.extend(str(m) for m in event.messages)
+            messages.extend(reply_lines(event))
         try:
             user: list[bytes] = []
             if entry is not None:

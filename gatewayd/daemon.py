@@ -59,6 +59,7 @@ from gatewayd.hooks.node import NodeRuntime
 from gatewayd.hooks.node.loading import load_node_hooks
 from gatewayd.hooks.node.runtime import Generation
 from gatewayd.hooks.registry import HookRegistry, cause_chain, code_hooks
+from gatewayd.hooks.results import reply_lines
 from gatewayd.hooks.schema import spec_for
 from gatewayd.hooks.stats import bind_loop_thread
 from gatewayd.hooks.tester import test_hook
@@ -431,13 +432,13 @@ class Gateway:
         spec = spec_for(key)
         if spec is None or not spec.results:
             await ticket.wait()
-            reply: dict[str, Any] = {"messages": [str(m) for m in event.messages]}
+            reply: dict[str, Any] = {"messages": reply_lines(event)}
             if event.result:
                 reply["result"] = dict(event.result)
             return reply
         with anyio.move_on_after(self.config.settings.hooks.decision_timeout_ms / 1000) as scope:
             await ticket.wait()
-        reply = {"messages": [str(m) for m in event.messages], "result": dict(event.result or {})}
+        reply = {"messages": reply_lines(event), "result": dict(event.result or {})}
         if scope.cancelled_caught:
             reply["timedOut"] = True
             log.warning(
@@ -462,7 +463,7 @@ class Gateway:
         await ticket.wait()
         outcomes = ticket.report.outcomes if ticket.report is not None else None
         entry = trace_entry(event, outcomes, self._records(), self.config.agents)
-        return [str(m) for m in event.messages], [entry]
+        return reply_lines(event), [entry]
 
     async def test_hook(
         self, hook: str, event: str | None, context: dict[str, Any], session_key: str

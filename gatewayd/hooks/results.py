@@ -26,6 +26,46 @@ ALIASES = {"blockReason": "reason", "cancelReason": "reason"}
 """OpenClaw's names for a result field, and this project's."""
 
 
+def reply_lines(event: HookEvent) -> list[str]:
+    """``event.messages`` as the reply's lines, each ``str()``-ed (a handler may append any
+    object). Never raises for what a handler left there: an object whose ``str()`` raises is a
+    line naming its type, and ``messages`` replaced by what is no list (``None``) is no lines;
+    both are logged with the fix. Either once failed the whole reply (``internal``), the other
+    handlers' lines with it."""
+    messages: Any = event.messages
+    try:
+        return [m if type(m) is str else str(m) for m in messages]
+    except BaseException:  # what a handler left there: the slow path says what (no await here)
+        pass
+    fix = "append str lines to event.messages; do not replace the list"
+    try:
+        items = list(messages)
+    except BaseException:  # not iterable: no lines
+        log.warning(
+            "hook.bad_messages",
+            event_key=event.key,
+            session_key=event.session_key,
+            got=type(messages).__name__,
+            fix=fix,
+        )
+        return []
+    lines = []
+    for item in items:
+        try:
+            lines.append(item if type(item) is str else str(item))
+        except BaseException as exc:  # the item's own __str__
+            line = f"<a {type(item).__name__} whose str() raised {type(exc).__name__}>"
+            log.warning(
+                "hook.bad_messages",
+                event_key=event.key,
+                session_key=event.session_key,
+                got=line,
+                fix=fix,
+            )
+            lines.append(line)
+    return lines
+
+
 def merge_result(event: HookEvent, hook: str, value: Any) -> None:
     """Merge what handler ``hook`` returned into ``event``; ``None`` is nothing to merge."""
     if value is None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from gatewayd.hooks.events import HookEvent, create_hook_event, parse_event_key
 from gatewayd.hooks.registry import HookRegistry
+from gatewayd.hooks.results import reply_lines
 from gatewayd.hooks.schema import BASE_FIELDS, EVENTS, spec_for
 from gatewayd.hooks.trace import run_traced
 from gatewayd.hooks.vocabulary import resolve_all
@@ -149,7 +150,7 @@ async def test_hook(
     return {
         "hook": hook,
         "event": key,
-        "messages": [str(m) for m in event.messages],
+        "messages": reply_lines(event),
         "trace": [entry],
         "passed": ok,
     }

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gatewayd.hooks.events import HookEvent
+from gatewayd.hooks.results import reply_lines
 from gatewayd.journal.records import BASE_KEYS
 
 GROUP = "gatewayd"
@@ -122,7 +123,7 @@ def encode_reply(event: HookEvent, report: tuple[int, int, int], base: dict[str,
     return _encode(
         {
             "id": event.id,
-            "messages": [str(m) for m in event.messages],
+            "messages": reply_lines(event),
             "result": event.result,
             "halted": event.halted,
             "ctx": own_context(event.context, base),

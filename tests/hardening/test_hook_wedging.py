@@ -315,3 +315,33 @@ def test_a_handler_module_that_raises_when_inspected_fails_alone(
     with daemon.control() as ctl:
         assert ctl.ok("message", sessionKey="s", text="/go")["messages"] == ["plain"]
     assert daemon.stop() == 0
+
+
+UNPRINTABLE_LINE = """
+class Unprintable:
+    def __str__(self):
+        raise RuntimeError("no str")
+
+async def handler(event):
+    event.messages.append(Unprintable())
+"""
+
+
+def test_a_reply_line_that_cannot_be_text_does_not_lose_the_reply(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    """A handler may append any object to ``event.messages`` (it is ``str()``-ed). One whose
+    ``str()`` raised failed the ``message`` and ``trigger`` ops as ``internal``: the other
+    hooks' lines were lost with it."""
+    hooks = state_dir / "hooks"
+    write_hook(hooks, "odd", events=["command:go"], handler=UNPRINTABLE_LINE)
+    write_hook(hooks, "last", events=["command:go"], meta={"priority": 200})
+    daemon = start_daemon()
+    line = "<a Unprintable whose str() raised RuntimeError>"
+    with daemon.control() as ctl:
+        assert ctl.ok("message", sessionKey="s", text="/go")["messages"] == [line, "last"]
+        assert ctl.ok("trigger", event="command:go", sessionKey="t")["messages"] == [line, "last"]
+    bad = daemon.events("hook.bad_messages")
+    assert len(bad) == 2 and bad[0]["got"] == line and "append str lines" in bad[0]["fix"]
+    assert not daemon.events("control.op_failed")
+    assert daemon.stop() == 0
