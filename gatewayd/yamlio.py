@@ -40,7 +40,11 @@ def _construct_int(loader: Any, node: yaml.ScalarNode) -> int:
     """PyYAML's int, refused with its position past 1,000 digits."""
     try:
         value: int = yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
-    except ValueError:  # more digits than int() reads
+    except ValueError:  # more digits than int() reads, or no integer at all (!!int x)
+        if len(node.value) < 1000:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{node.value!r} is not an integer", node.start_mark
+            ) from None
         value = _INT_LIMIT
     if -_INT_LIMIT < value < _INT_LIMIT:
         return value
@@ -190,6 +194,13 @@ def load_yaml(text: str, source: str) -> Any:
         raise YamlError(f"{where}: invalid YAML: {problem}{context}") from None
     except yaml.YAMLError as exc:
         raise YamlError(f"{source}: invalid YAML: {exc}") from None
+    except (ValueError, KeyError, AttributeError, TypeError) as exc:
+        # An explicit tag on a value it cannot build (!!float x, !!bool x, !!timestamp x):
+        # PyYAML's constructors raise these, without a position.
+        raise YamlError(
+            f"{source}: invalid YAML: a value its !!tag cannot build "
+            f"({type(exc).__name__}: {exc}); drop the tag or fix the value"
+        ) from None
     if "*" in text:  # no alias, no expansion to bound
         size = expanded_size(data, MAX_EXPANDED_NODES)
         if size is None:

@@ -4,9 +4,10 @@ At start such a config exits 78 naming the key and what is wrong, never with a t
 reload (the ``reload`` op, or SIGHUP) it is refused with the same words and the running config
 stays. Each case here once did worse: crashed the start with a traceback (a top-level key YAML
 reads as a number, a NUL byte or nothing as a path, a timeout past the thread timer's range),
-failed the reload as a bug (``TypeError``, ``ValueError``, ``OverflowError``), froze the daemon
-(a trillion dispatch workers) or killed it on a failing hook's 1025th retry (``2 ** 1024`` is
-past a float).
+failed the reload as a bug (``TypeError``, ``ValueError``, ``OverflowError``,
+``RecursionError``: YAML nested 700 deep, a hex int too long to print, ``!!float x``), froze
+the daemon (a trillion dispatch workers) or killed it on a failing hook's 1025th retry
+(``2 ** 1024`` is past a float).
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.fixtures import NewDaemon, StartDaemon
+from tests.support.hooks import WriteHook
 
 HUGE = 10**20
+DEEP = "[" * 700 + "]" * 700
+"""Within libyaml's 1000 levels, past what Python builds in one recursion."""
 
 CASES = {
     "int-top-level-key": ("1: 2\n", "top-level key 1 is not a name"),
@@ -52,6 +56,10 @@ CASES = {
         "hooks:\n  entries:\n    x:\n      retries: 2000\n      retryBackoffMs: 0\n",
         "hooks.entries.x.retries: Input should be less than or equal to 100",
     ),
+    "nested-too-deeply": (f"hooks:\n  entries:\n    x:\n      y: {DEEP}\n", "nested too deeply"),
+    "int-too-long-to-print": (f"hooks:\n  timeoutMs: 0x{'f' * 5000}\n", "more than 1000 digits"),
+    "date-that-does-not-exist": ("hooks:\n  timeoutMs: 2026-02-30\n", "day is out of range"),
+    "tag-that-cannot-build": ("hooks:\n  timeoutMs: !!float x\n", "its !!tag cannot build"),
 }
 
 
@@ -95,4 +103,23 @@ def test_a_running_daemon_refuses_each_broken_edit_and_keeps_its_config(
     assert logger["status"] == "disabled", logger  # still the config from before the edits
     config.write_text(good)
     assert daemon.request("reload")["outcome"] == "ok"
+    assert daemon.stop() == 0
+
+
+def test_a_hook_md_value_its_tag_cannot_build_makes_that_hook_invalid(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    hooks = state_dir / "hooks"
+    values = {"no-time": "!!timestamp x", "no-bool": "!!bool x", "no-float": "!!float x"}
+    for name, value in values.items():
+        meta = "metadata: {eliza: {events: [command:x]}}"
+        write_hook(hooks, name, hook_md=f"---\nname: {name}\nx: {value}\n{meta}\n---\n")
+    write_hook(hooks, "plain", events=["command:x"])
+    daemon = start_daemon()
+    with daemon.control() as control:
+        listing = {h["name"]: h for h in control.ok("hooks")["hooks"]}
+        assert control.ok("message", sessionKey="s", text="/x")["messages"] == ["plain"]
+    for name in values:
+        assert listing[name]["status"] == "invalid", listing[name]
+        assert "invalid YAML" in " ".join(listing[name]["reasons"]), listing[name]
     assert daemon.stop() == 0
