@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from gatewayd.atomic import read_regular
+from gatewayd.atomic import not_regular, read_regular
 from gatewayd.hooks.agents import SUBAGENTS_DIR
 from gatewayd.hooks.filescan import scan_files
 from gatewayd.hooks.metadata import MAX_HOOK_MD_BYTES as MAX_MANIFEST
@@ -70,6 +70,7 @@ HANDLER_FILES: Final = (
 _CODE_SUFFIXES: Final = frozenset(
     {".py", ".ts", ".tsx", ".mts", ".cts", ".js", ".jsx", ".mjs", ".cjs", ".sh", ".bash"}
 )
+_HANDLER_NAMES: Final = tuple(filename for filename, _ in HANDLER_FILES)
 _HANDLER_LIST: Final = (
     "handler.py, handler.ts, handler.js, handler.mjs, handler (executable), index.py, "
     "index.ts, index.js, index.mjs or index (executable)"
@@ -85,8 +86,31 @@ def _unrunnable(hook_dir: Path) -> list[str]:
     return [
         name
         for name in names
-        if not name.startswith(".") and os.path.splitext(name)[1].lower() in _CODE_SUFFIXES
+        if not name.startswith(".")
+        and name not in _HANDLER_NAMES
+        and os.path.splitext(name)[1].lower() in _CODE_SUFFIXES
     ]
+
+
+def _unusable(hook_dir: Path) -> list[str]:
+    """Why each handler name present in ``hook_dir`` is no file to run: a directory, a FIFO, a
+    symlink leading nowhere or to itself. (Once reported as "none of which is a handler:
+    rename handler.py to ... handler.py".)"""
+    problems = []
+    for filename in _HANDLER_NAMES:
+        path = os.path.join(hook_dir, filename)
+        try:
+            os.lstat(path)
+        except OSError:
+            continue  # not there
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            problems.append(f"{path} is a symlink that cannot be followed ({exc.strerror})")
+            continue
+        if (why := not_regular(path, st.st_mode)) is not None:
+            problems.append(why)
+    return problems
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +276,8 @@ def find_handler(hook_dir: Path) -> tuple[Path | None, bool, str | None]:
             continue
         return hook_dir / filename, executable, None
     problem = f"no handler in {hook_dir}: expected {_HANDLER_LIST}"
+    if unusable := _unusable(hook_dir):
+        problem += f"; {'; '.join(unusable)}: put the handler's code in a regular file of that name"
     if found := _unrunnable(hook_dir):
         entry = next((n for n in found if os.path.splitext(n)[0] in ("handler", "index")), None)
         if entry is not None:

@@ -160,6 +160,28 @@ def test_a_non_executable_handler_is_passed_over_with_a_hint(tmp_path: Path) -> 
     assert find_handler(hook)[0] == hook / "index.py"
 
 
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (Path.mkdir, "is a directory, not a regular file"),
+        (os.mkfifo, "is a FIFO, device or socket, not a regular file"),
+        (lambda p: p.symlink_to(p.name), "is a symlink that cannot be followed (Too many levels"),
+        (lambda p: p.symlink_to("gone"), "is a symlink that cannot be followed (No such file"),
+    ],
+)
+def test_a_handler_name_that_is_no_file_says_so(
+    tmp_path: Path, make: Callable[[Path], object], why: str
+) -> None:
+    """It was passed over, and then listed among the code files to rename: "none of which is
+    a handler: rename handler.py to handler.ts, handler.js or handler.py"."""
+    make(tmp_path / "handler.py")
+    handler, _, problem = find_handler(tmp_path)
+    assert handler is None and problem is not None
+    assert f"{tmp_path / 'handler.py'} {why}" in problem
+    assert "put the handler's code in a regular file of that name" in problem
+    assert "rename" not in problem
+
+
 def test_hook_md_without_handler_is_reported(
     roots: Roots, build: Build, write_hook: WriteHook
 ) -> None:
