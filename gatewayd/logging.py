@@ -26,6 +26,7 @@ Two rules keep the log from being a way in or a way down:
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import logging.handlers
 import os
@@ -205,6 +206,7 @@ def _file_sink(log_file: LogFile | None) -> _FileSink | None:
             return None
         # OSError (the parent is a file, no permission, the path is a directory) passes up.
         log_file.path.parent.mkdir(parents=True, exist_ok=True)
+        _refuse_unread_fifo(log_file.path)
         handler = _QuietRotatingFileHandler(
             log_file.path,
             maxBytes=log_file.max_bytes,
@@ -214,6 +216,23 @@ def _file_sink(log_file: LogFile | None) -> _FileSink | None:
         handler.setFormatter(logging.Formatter("%(message)s"))
         _file_handler = (log_file, handler)
         return _FileSink(handler)
+
+
+def _refuse_unread_fifo(path: Path) -> None:
+    """Raise ``OSError`` when ``path`` is a FIFO no process reads: the handler's ``open()``
+    would wait for a reader, on the event loop (a reload to such a path once froze the daemon).
+    A FIFO or device someone reads (``/dev/stdout`` on a pipe) stays a valid log file."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return  # the handler creates it
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OSError(
+                errno.ENXIO, f"{path} is a FIFO that no process reads (opening it would wait)"
+            ) from None
+        raise
+    os.close(fd)
 
 
 def real_stream(stream: TextIO) -> TextIO:

@@ -12,6 +12,7 @@ the daemon (a trillion dispatch workers) or killed it on a failing hook's 1025th
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 
 from tests.support.fixtures import NewDaemon, StartDaemon
 from tests.support.hooks import WriteHook
+from tests.support.state import write_config
 
 HUGE = 10**20
 DEEP = "[" * 700 + "]" * 700
@@ -122,4 +124,22 @@ def test_a_hook_md_value_its_tag_cannot_build_makes_that_hook_invalid(
     for name in values:
         assert listing[name]["status"] == "invalid", listing[name]
         assert "invalid YAML" in " ".join(listing[name]["reasons"]), listing[name]
+    assert daemon.stop() == 0
+
+
+def test_a_log_file_that_is_a_fifo_no_one_reads_is_refused_not_waited_on(
+    start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    """Opening a FIFO for writing waits for a reader: a reload to one once froze the daemon
+    (its event loop in ``open()``), and a start with one never got ready."""
+    os.mkfifo(state_dir / "log.fifo")
+    daemon = start_daemon()
+    write_config(state_dir, {"gateway": {"log": {"file": "log.fifo"}}})
+    assert daemon.request("reload")["outcome"] == "ok"
+    failed = daemon.wait_log("log.file_failed")
+    assert "FIFO that no process reads" in failed["error"], failed
+    assert daemon.request("ping")["pong"] is True
+    assert daemon.stop() == 0
+    daemon.start()  # the same config at start: ready, the file left out
+    assert "FIFO that no process reads" in daemon.wait_log("log.file_failed")["error"]
     assert daemon.stop() == 0
