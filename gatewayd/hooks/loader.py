@@ -256,6 +256,16 @@ def _import_error(exc: BaseException, directory: str) -> str:
     return f"{where}: {kind}: {detail}" if detail else f"{where}: {kind}"
 
 
+def _inspection_failure(exc: BaseException, directory: str) -> _Failure:
+    """What hook code raised while the loader looked up and checked what its module defines (a
+    module ``__getattr__``, a ``__signature__`` property): that hook's failure. Left to
+    propagate, it ended the load, and ``gatewayd run`` at its start."""
+    return _Failure(
+        f"{_import_error(exc, directory)}, raised while looking up and checking its handler; "
+        "make the module's __getattr__ and the handler's attributes not raise"
+    )
+
+
 def _export(module: types.ModuleType, export: str | None, handler_file: Path) -> tuple[Any, str]:
     """The handler callable named by ``export`` and the attribute name it came from."""
     if export in (None, "default"):
@@ -415,10 +425,7 @@ class _Builder:
         except _Failure:
             raise
         except BaseException as exc:  # the hook's code again: a module __getattr__, a property
-            raise _Failure(
-                f"{_import_error(exc, directory)}, raised while looking up and checking its "
-                "handler; make the module's __getattr__ and the handler's attributes not raise"
-            ) from None
+            raise _inspection_failure(exc, directory) from None
         handler.cfg = hook_cfg(self.public_cfg, self.spec.effective_config, hook_key)
         return handler
 
@@ -511,6 +518,8 @@ class _Builder:
                 )
             except (FileHookError, HandlerSignatureError) as exc:
                 raise _Failure(str(exc)) from None
+            except BaseException as exc:  # the hook's code: a module __getattr__, a property
+                raise _inspection_failure(exc, directory) from None
         except _Failure as exc:
             record.status, record.reasons = "failed", [str(exc)]
             return

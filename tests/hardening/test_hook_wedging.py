@@ -284,6 +284,27 @@ INSPECTION_RAISES = {
 }
 
 
+SINGLE_FILES_RAISING = {
+    # Single-file hooks (files in the root calling define_hook): their module's `hook`, and
+    # each events-map entry's signature, are read the same way.
+    "file-getattr": (
+        "# define_hook(\ndef __getattr__(name):\n    raise RuntimeError('no ' + name)\n",
+        "file-getattr.py:3: RuntimeError: no hook, raised while looking up and checking",
+    ),
+    "file-signature": (
+        "from gatewayd.hooks import define_hook\n"
+        "class Handler:\n"
+        "    def __call__(self, event):\n"
+        "        pass\n"
+        "    @property\n"
+        "    def __signature__(self):\n"
+        "        raise RuntimeError('no signature')\n"
+        "hook = define_hook(events={'command:go': Handler()})\n",
+        "file-signature.py:7: RuntimeError: no signature, raised while looking up and checking",
+    ),
+}
+
+
 def test_a_handler_module_that_raises_when_inspected_fails_alone(
     write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
 ) -> None:
@@ -292,6 +313,8 @@ def test_a_handler_module_that_raises_when_inspected_fails_alone(
     ended `gatewayd run` at its start."""
     hooks = state_dir / "hooks"
     write_hook(hooks, "plain", events=["command:go"])
+    for name, (source, _) in SINGLE_FILES_RAISING.items():
+        (hooks / f"{name}.py").write_text(source)
     names = list(INSPECTION_RAISES)
     write_hook(hooks, names[0], events=["command:go"], handler=INSPECTION_RAISES[names[0]][0])
     daemon = start_daemon(watch=True)
@@ -307,11 +330,12 @@ def test_a_handler_module_that_raises_when_inspected_fails_alone(
         hooks = listing()
         return all(
             name in hooks and reason in " ".join(hooks[name]["reasons"])
-            for name, (_, reason) in INSPECTION_RAISES.items()
+            for name, (_, reason) in (INSPECTION_RAISES | SINGLE_FILES_RAISING).items()
         )
 
     wait_until(failed_as_expected, timeout=30, what=f"each hook failed with its reason: {names}")
-    assert {listing()[name]["status"] for name in names} == {"failed"}
+    failing = [*names, *SINGLE_FILES_RAISING]
+    assert {listing()[name]["status"] for name in failing} == {"failed"}
     with daemon.control() as ctl:
         assert ctl.ok("message", sessionKey="s", text="/go")["messages"] == ["plain"]
     assert daemon.stop() == 0
