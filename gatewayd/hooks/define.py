@@ -133,9 +133,11 @@ class EventContext:
     def gateway(self) -> GatewayHandle | None:
         return self.hook.gateway
 
-    def int_setting(self, key: str, default: int, *, minimum: int = 0) -> int:
+    def int_setting(
+        self, key: str, default: int, *, minimum: int = 0, maximum: int | None = None
+    ) -> int:
         """:meth:`HookContext.int_setting <gatewayd.hooks.handlers.HookContext.int_setting>`."""
-        return self.hook.int_setting(key, default, minimum=minimum)
+        return self.hook.int_setting(key, default, minimum=minimum, maximum=maximum)
 
 
 def agent_name(session_key: str, context: Mapping[str, Any]) -> str:

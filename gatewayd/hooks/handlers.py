@@ -77,23 +77,34 @@ class HookContext:
     """The running gateway, for what a hook may ask of it (:class:`GatewayHandle`); ``None``
     when the hook runs outside a daemon (``gatewayd hooks`` commands, unit tests)."""
 
-    def int_setting(self, key: str, default: int, *, minimum: int = 0) -> int:
+    def int_setting(
+        self, key: str, default: int, *, minimum: int = 0, maximum: int | None = None
+    ) -> int:
         """The hook's own integer setting ``key`` (``hooks.entries.<hookKey>.<key>``).
 
         ``default`` when it is absent, and also when it is not an integer of at least
-        ``minimum``; that is logged as ``<hook_name>.bad_setting`` (dashes as underscores)
-        with the key path and the fix, so a typo in the config never stops the hook.
+        ``minimum`` (and at most ``maximum``, when given); that is logged as
+        ``<hook_name>.bad_setting`` (dashes as underscores) with the key path and the fix, so a
+        typo in the config never stops the hook.
         """
         value = self.config.get(key)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or value < minimum
+            or (maximum is not None and value > maximum)
+        ):
+            within = (
+                f"from {minimum} to {maximum}" if maximum is not None else f"of at least {minimum}"
+            )
             self.log.warning(
                 f"{self.hook_name.replace('-', '_')}.bad_setting",
                 key=f"hooks.entries.{self.hook_key}.{key}",
                 value=value,
                 using=default,
-                fix=f"set it to an integer of at least {minimum}",
+                fix=f"set it to an integer {within}",
             )
             return default
         return value

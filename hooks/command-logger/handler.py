@@ -18,6 +18,7 @@ so they never interleave either.
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import json
 import os
@@ -32,6 +33,8 @@ from gatewayd.timestamps import iso_utc
 LOG_NAME = "commands.log"
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 DEFAULT_BACKUPS = 5
+MAX_BACKUPS = 1000
+"""A rotation renames each backup in turn, on the event loop: a billion froze the daemon."""
 RETRY_S = 0.01
 """How long a flush waits before trying again while another process holds the lock."""
 
@@ -61,8 +64,19 @@ def rotate(path: Path, backups: int) -> None:
     os.replace(path, path.with_name(f"{path.name}.1"))
 
 
+_WRITE_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK
+
+
 def _write(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    # O_NONBLOCK: a FIFO put where the log goes held the event loop in open() until some
+    # process read it; now that open fails (ENXIO), and a full FIFO's write does (EAGAIN).
+    # On a regular file it changes nothing.
+    try:
+        fd = os.open(path, _WRITE_FLAGS, 0o600)
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:
+            raise
+        raise OSError(exc.errno, f"{path} is a FIFO, not a regular file; move it away") from None
     try:
         view = memoryview(data)
         while view:  # a regular file takes it in one write; loop only on a short write
@@ -162,7 +176,7 @@ async def handler(event: HookEvent[CommandContext], ctx: HookContext) -> None:
     if pending is None:
         pending = _pending[path] = _Pending()
     pending.max_bytes = ctx.int_setting("maxBytes", DEFAULT_MAX_BYTES)
-    pending.backups = ctx.int_setting("backups", DEFAULT_BACKUPS)
+    pending.backups = ctx.int_setting("backups", DEFAULT_BACKUPS, maximum=MAX_BACKUPS)
     pending.log = ctx.log
     pending.lines.append((format_line(event), event.action))
     if not pending.scheduled:

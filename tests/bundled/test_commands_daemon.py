@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from datetime import datetime, timedelta
@@ -71,6 +72,34 @@ def test_one_line_per_command_and_size_rotation(make_daemon: MakeDaemon) -> None
     customs = [line["action"] for line in lines[:-1]]
     assert customs == [f"custom-{i:02d}" for i in range(30 - len(customs), 30)]
     assert 5 < len(customs) < 30
+
+
+def test_backups_past_the_bound_fall_back_to_the_default(make_daemon: MakeDaemon) -> None:
+    """A rotation renames each backup in turn on the event loop: ``backups: 1e12`` once froze
+    the daemon at the first rotation. Past 1000 it is a bad setting, and the default (5) holds."""
+    daemon = make_daemon({"command-logger": {"maxBytes": 300, "backups": 10**12}}).start()
+    for i in range(20):
+        daemon.send(f"/c{i:02d}")
+    warning = daemon.wait_log("command_logger.bad_setting")
+    assert warning["key"] == "hooks.entries.command-logger.backups", warning
+    assert "from 0 to 1000" in warning["fix"], warning
+    rotated = sorted(p.name for p in (daemon.state / "logs").glob("commands.log.*[0-9]"))
+    assert rotated == [f"commands.log.{n}" for n in range(1, 6)]
+    assert daemon.stop() == 0
+
+
+def test_a_fifo_where_the_log_goes_is_never_waited_on(make_daemon: MakeDaemon) -> None:
+    """Opening a FIFO for writing waits for a reader: it held the event loop, so no command,
+    nor anything else, was answered again."""
+    daemon = make_daemon()
+    (daemon.state / "logs").mkdir(mode=0o700)
+    os.mkfifo(daemon.state / "logs" / "commands.log")
+    daemon.start()
+    assert daemon.send("/new")["command"] == "new"
+    failed = daemon.wait_log("command_logger.failed")
+    assert "is a FIFO, not a regular file" in failed["error"], failed
+    assert daemon.request("ping")["pong"] is True
+    assert daemon.stop() == 0
 
 
 def test_concurrent_commands_never_interleave_or_get_lost(make_daemon: MakeDaemon) -> None:
