@@ -7,8 +7,10 @@ channel and command hooks: ``{id, type, action, sessionKey, timestamp, messages,
 
 from __future__ import annotations
 
+import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Generic
@@ -110,6 +112,38 @@ class HookEvent(Generic[ContextT]):
         event.messages = [str(m) for m in data.get("messages") or []]
         event.id = str(data.get("id") or "")
         return event
+
+
+def encode_event(
+    event: HookEvent, *, without_cfg: bool = False, default: Callable[[Any], Any] | None = None
+) -> tuple[str, frozenset[str]]:
+    """The event's wire JSON and the context keys whose values are not JSON, sent as
+    ``[TypeName]`` placeholders (a JS handler's changes to them are never merged back).
+
+    ``without_cfg``: leave ``context.cfg`` out (the Node worker gets it apart). ``default``:
+    what ``json.dumps`` makes of a value it cannot encode (``str`` for command hooks); a value
+    it still cannot send, one that contains itself or is nested deeper than the encoder goes
+    (``RecursionError``), is a placeholder too. Such a value, put in the context by one
+    handler, once ended the event's dispatch at the next JS or command handler.
+    """
+    wire = event.to_json()
+    if without_cfg:
+        wire["context"] = {k: v for k, v in event.context.items() if k != "cfg"}
+    try:
+        return json.dumps(wire, default=default), frozenset()
+    except (TypeError, ValueError, RecursionError):
+        pass
+    context: dict[str, Any] = {}
+    opaque: set[str] = set()
+    for key, value in wire["context"].items():
+        try:
+            json.dumps(value, default=default)
+            context[key] = value
+        except (TypeError, ValueError, RecursionError):
+            opaque.add(key)
+            context[key] = f"[{type(value).__name__}]"
+    wire["context"] = context
+    return json.dumps(wire, default=str), frozenset(opaque)
 
 
 def create_hook_event(

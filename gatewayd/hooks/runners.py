@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 import structlog
 
-from gatewayd.hooks.events import HookEvent
+from gatewayd.hooks.events import HookEvent, encode_event
 from gatewayd.hooks.handlers import Handler
 from gatewayd.hooks.results import merge_result
 from gatewayd.hooks.stats import error_location, exc_text, running, thread_hook
@@ -248,7 +248,7 @@ def parse_command_output(stdout: str) -> tuple[list[str], Any]:
     if text.startswith("{"):
         try:
             data = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than it decodes
             data = None
         if isinstance(data, dict) and (
             isinstance(data.get("messages"), list) or isinstance(data.get("result"), dict)
@@ -282,7 +282,7 @@ async def run_command(handler: Handler, event: HookEvent, timeout_s: float) -> O
         "ELIZA_EVENT": event.key,
         "ELIZA_SESSION_KEY": event.session_key,
     }
-    payload = json.dumps(event.to_json(), default=str).encode() + b"\n"
+    payload = encode_event(event, default=str)[0].encode() + b"\n"
     stdout, stderr = bytearray(), bytearray()
     cancelled = anyio.get_cancelled_exc_class()
     try:

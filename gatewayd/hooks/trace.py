@@ -87,6 +87,8 @@ def _fingerprint(value: Any) -> str:
         return json.dumps(value, sort_keys=True, default=repr)
     except (TypeError, ValueError):  # circular, or keys that cannot be compared
         return repr(value)
+    except RecursionError:  # nested deeper than json (or repr) goes: compared by identity
+        return f"<{type(value).__name__} at {id(value):#x}>"
 
 
 def _snapshot(context: Mapping[str, Any]) -> dict[str, str]:

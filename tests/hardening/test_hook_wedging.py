@@ -369,3 +369,44 @@ def test_a_reply_line_that_cannot_be_text_does_not_lose_the_reply(
     assert len(bad) == 2 and bad[0]["got"] == line and "append str lines" in bad[0]["fix"]
     assert not daemon.events("control.op_failed")
     assert daemon.stop() == 0
+
+
+UNSENDABLE_CONTEXT = """
+async def handler(event):
+    circular = []
+    circular.append(circular)
+    deep = []
+    for _ in range(5000):
+        deep = [deep]
+    event.context["circular"] = circular
+    event.context["deep"] = deep
+"""
+
+
+def test_a_context_value_that_is_no_json_does_not_end_the_dispatch(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    """A JS or command handler gets the event as JSON: a value an earlier handler put in the
+    context that contains itself, or is nested deeper than json encodes, ended the event's
+    dispatch there (``queue.dispatch_crashed``): neither ran, nor did any handler after them.
+    Such a value reaches them as a ``[list]`` placeholder, as one that is not JSON does; so
+    does a command hook's reply nested too deeply to decode come back as lines."""
+    hooks = state_dir / "hooks"
+    write_hook(
+        hooks, "odd", events=["command:go"], handler=UNSENDABLE_CONTEXT, meta={"priority": 50}
+    )
+    js = "export default async (event) => { event.messages.push(`js ${event.context.deep}`); };\n"
+    write_hook(hooks, "js", events=["command:go"], handler=js, handler_file="handler.js")
+    deep_reply = '{"result": {"a": ' + "[" * 100_000 + "]" * 100_000 + "}}"
+    command = f"#!/bin/sh\ncat >/dev/null\necho '{deep_reply}'\necho after\n"
+    write_hook(hooks, "cmd", events=["command:go"], handler=command, handler_file="handler")
+    write_hook(hooks, "last", events=["command:go"], meta={"priority": 200})
+    daemon = start_daemon()
+    with daemon.control() as ctl:
+        for session in ("s", "t"):
+            reply = ctl.ok("message", sessionKey=session, text="/go")["messages"]
+            assert reply == [deep_reply, "after", "js [list]", "last"], reply[2:]
+        with_trace = ctl.ok("trigger", event="command:go", sessionKey="u", trace=True)
+    assert with_trace["messages"] == [deep_reply, "after", "js [list]", "last"]
+    assert not daemon.events("queue.dispatch_crashed")
+    assert daemon.stop() == 0

@@ -75,6 +75,9 @@ def test_output_parsing_rules() -> None:
     assert parse_command_output("{not json\nline\n\n") == (["{not json", "line"], None)
     assert parse_command_output("") == ([], None)
     assert parse_command_output('{"result": {"block": true}}') == ([], {"block": True})
+    # Deeper than json decodes (RecursionError, once the end of the event's dispatch): lines.
+    deep = '{"result": {"a": ' + "[" * 100_000 + "]" * 100_000 + "}}"
+    assert parse_command_output(deep) == ([deep], None)
 
 
 def test_a_command_that_ignores_stdin_is_fine(tmp_path: Path) -> None:

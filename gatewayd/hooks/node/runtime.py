@@ -40,7 +40,7 @@ import anyio
 import anyio.abc
 import structlog
 
-from gatewayd.hooks.events import HookEvent
+from gatewayd.hooks.events import HookEvent, encode_event
 from gatewayd.hooks.handlers import Handler, HandlerKind
 from gatewayd.hooks.node.resolve import TS_SUFFIXES, NodeBinary
 from gatewayd.hooks.node.worker import NodeWorker, WorkerGone
@@ -163,30 +163,6 @@ def _report_error(
         where=where or str(hook.file),
     )
     return Outcome.ERROR
-
-
-def encode_event(event: HookEvent, *, without_cfg: bool = False) -> tuple[str, frozenset[str]]:
-    """The event's wire JSON and the context keys that are not JSON (sent as ``[TypeName]``
-    placeholders and never merged back); ``without_cfg``: leave ``context.cfg`` out (it is
-    sent apart, see :meth:`NodeHook.cfg_json`)."""
-    wire = event.to_json()
-    if without_cfg:
-        wire["context"] = {k: v for k, v in event.context.items() if k != "cfg"}
-    try:
-        return json.dumps(wire), frozenset()
-    except (TypeError, ValueError):
-        pass
-    context: dict[str, Any] = {}
-    opaque: set[str] = set()
-    for key, value in wire["context"].items():
-        try:
-            json.dumps(value)
-            context[key] = value
-        except (TypeError, ValueError):
-            opaque.add(key)
-            context[key] = f"[{type(value).__name__}]"
-    wire["context"] = context
-    return json.dumps(wire, default=str), frozenset(opaque)
 
 
 def apply_reply(
