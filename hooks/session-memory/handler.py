@@ -113,7 +113,9 @@ def write_new_file(directory: Path, stem: str, content: str) -> Path:
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".session-memory-", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        # backslashreplace: a lone surrogate (a client's message or commandSource may carry
+        # one as \ud800) is written as that escape instead of failing the whole file.
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
             f.write(content)
             f.flush()
             os.fsync(f.fileno())

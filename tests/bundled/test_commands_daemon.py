@@ -195,6 +195,24 @@ def test_empty_sessions_write_nothing(make_daemon: MakeDaemon) -> None:
     assert reasons == ["no session", "empty session", "empty session"]
 
 
+def test_text_utf8_cannot_carry_still_gets_its_memory_file(make_daemon: MakeDaemon) -> None:
+    """A lone surrogate (JSON may carry one, UTF-8 cannot) in a message or its channel once
+    failed the memory file with UnicodeEncodeError: it is written escaped now."""
+    daemon = make_daemon().start()
+    with daemon.control() as control:
+        for text, channel in (("caf\\udce9 plan", "t"), ("/new", "x\\ud800")):
+            control.send_raw(
+                b'{"op": "message", "sessionKey": "s", "text": "%s", "channel": "%s"}\n'
+                % (text.encode(), channel.encode())
+            )
+            assert json.loads(control.file.readline())["ok"] is True
+    assert daemon.events("session_memory.failed") == []
+    (memory,) = (daemon.workspace / "memory").iterdir()
+    text = memory.read_text(encoding="utf-8")
+    assert "caf\\udce9 plan" in text and "Source: x\\ud800" in text, text
+    assert daemon.stop() == 0
+
+
 def test_memory_dir_is_under_the_configured_workspace(make_daemon: MakeDaemon) -> None:
     daemon = make_daemon()
     other = daemon.state / "elsewhere"
