@@ -69,16 +69,23 @@ class Eligibility:
     all empty: :data:`NOTHING_MISSING`)."""
 
 
+MAX_KEY_PARTS = 16
+"""The most dot-separated parts one key of a dot path is tried with (entry ``a.b`` of
+``hooks.entries.a.b.x`` is two). Trying every length, a path of 100,000 parts (a HOOK.md's
+``requires.config``) took minutes of the load, its time quadratic in the path's length."""
+
+
 def lookup_dotted(data: Mapping[str, Any], dotted: str) -> Any:
     """The value at a dot path, or None. A key may itself contain dots (``hooks.entries.a.b.x``
-    finds entry ``a.b`` when there is one): the longest matching key wins at each level."""
+    finds entry ``a.b`` when there is one): the longest matching key wins at each level (of at
+    most :data:`MAX_KEY_PARTS` parts)."""
     node: Any = data
     parts = dotted.split(".")
     i = 0
     while i < len(parts):
         if not isinstance(node, Mapping):
             return None
-        for j in range(len(parts), i, -1):
+        for j in range(min(len(parts), i + MAX_KEY_PARTS), i, -1):
             key = ".".join(parts[i:j])
             if key in node:
                 node = node[key]

@@ -173,6 +173,25 @@ def test_hook_md_values_python_cannot_build_fail_that_hook_alone(
     assert daemon.stop() == 0
 
 
+def test_a_requires_config_path_of_many_parts_does_not_stall_the_load(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    """Each part of a ``requires.config`` path was tried as the start of a key of every
+    length: a path of 450,000 parts (900 KB, under the HOOK.md limit) took the load half an
+    hour, and `gatewayd run` was not ready before that."""
+    hooks = state_dir / "hooks"
+    write_hook(hooks, "plain", events=["command:x"])
+    path = "hooks" + ".x" * 450_000
+    write_hook(hooks, "long", events=["command:x"], meta={"requires": {"config": [path]}})
+    daemon = start_daemon()
+    with daemon.control() as control:
+        listing = {h["name"]: h for h in control.ok("hooks")["hooks"]}
+        assert control.ok("message", sessionKey="s", text="/x")["messages"] == ["plain"]
+    assert listing["long"]["status"] == "ineligible"
+    assert listing["long"]["reasons"] == [f"Config missing: {path}"]
+    assert daemon.stop() == 0
+
+
 BLOCKING = """
 import threading
 threading.Event().wait()  # an import that never returns

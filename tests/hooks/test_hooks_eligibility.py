@@ -121,6 +121,9 @@ def test_lookup_dotted_handles_keys_with_dots() -> None:
     assert lookup_dotted(data, "hooks.entries.a.b.k") == 1
     assert lookup_dotted(data, "hooks.nope") is None
     assert lookup_dotted({"a": 3}, "a.b") is None
+    sixteen = ".".join("p" * 16)
+    assert lookup_dotted({"x": {sixteen: 4}}, f"x.{sixteen}") == 4  # MAX_KEY_PARTS parts
+    assert lookup_dotted({"x": {sixteen + ".q": 5}}, f"x.{sixteen}.q") is None
 
 
 def test_always_skips_requires_but_not_os(bin_dir: Path) -> None:
