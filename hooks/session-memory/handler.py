@@ -26,6 +26,8 @@ from typing import IO, Any
 from gatewayd.hooks import CommandContext, HookContext, HookEvent
 
 DEFAULT_MESSAGES = 15
+MAX_MESSAGES = 10_000
+"""Bound on ``messages``: past ``sys.maxsize`` the window (a deque) raised OverflowError."""
 SLUG_MAX = 30
 ROLES = ("user", "assistant")
 
@@ -184,7 +186,8 @@ def save(event: HookEvent[CommandContext], ctx: HookContext) -> None:
 
     try:
         with open_transcript(str(transcript), Path(ctx.state_dir) / "sessions") as f:
-            conv = read_conversation(f, ctx.int_setting("messages", DEFAULT_MESSAGES, minimum=1))
+            keep = ctx.int_setting("messages", DEFAULT_MESSAGES, minimum=1, maximum=MAX_MESSAGES)
+            conv = read_conversation(f, keep)
     except FileNotFoundError:
         ctx.log.info("session_memory.skipped", reason="no transcript", transcript=str(transcript))
         return

@@ -213,6 +213,21 @@ def test_text_utf8_cannot_carry_still_gets_its_memory_file(make_daemon: MakeDaem
     assert daemon.stop() == 0
 
 
+def test_messages_past_the_bound_fall_back_to_the_default(make_daemon: MakeDaemon) -> None:
+    """``messages: 1e20`` sized a deque past what Python takes (OverflowError): every memory
+    file failed. Past 10000 it is a bad setting, and the default (15) holds."""
+    daemon = make_daemon({"session-memory": {"messages": 10**20}}).start()
+    for i in range(20):
+        daemon.send(f"note {i:02d}")
+    daemon.send("/new")
+    warning = daemon.wait_log("session_memory.bad_setting")
+    assert "from 1 to 10000" in warning["fix"], warning
+    (memory,) = (daemon.workspace / "memory").iterdir()
+    notes = [line for line in memory.read_text().splitlines() if "note " in line]
+    assert len(notes) == 15 and notes[-1].endswith("note 19"), notes
+    assert daemon.stop() == 0
+
+
 def test_memory_dir_is_under_the_configured_workspace(make_daemon: MakeDaemon) -> None:
     daemon = make_daemon()
     other = daemon.state / "elsewhere"
