@@ -707,10 +707,57 @@ def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
         raise ConfigError(source, format_errors(exc, folded.from_internal)) from None
     except ValueError as exc:  # a GATEWAYD_* variable pydantic-settings cannot parse
         raise ConfigError(source, [f"environment override: {exc}"]) from None
+    except RecursionError:  # JSON in a GATEWAYD_* variable json_problems could still decode
+        raise ConfigError(
+            source,
+            [
+                "environment override: a GATEWAYD_* JSON value is nested too deeply to read; "
+                "write it flatter (a few levels deep)"
+            ],
+        ) from None
+    if problems := _nested_too_deeply(settings.hooks.entries):
+        raise ConfigError(source, problems)
     config = Config(settings, path, state_dir(), folded.ignored)
     if problems := _shared_hook_dirs(config):
         raise ConfigError(source, problems)
     return config
+
+
+MAX_SETTING_DEPTH = 64
+"""How deep a hook's own setting may nest (``hooks.entries.<hookKey>.<key>``, the one open part
+of the config). pydantic dumps the config (for each hook's ``cfg``) only ~250 levels deep: a
+setting nested 300 passed validation, then crashed the start and failed every reload."""
+
+
+def _nested_too_deeply(entries: Mapping[str, HookEntry]) -> list[str]:
+    problems = []
+    for hook_key, entry in entries.items():
+        for name, value in (entry.model_extra or {}).items():
+            if _depth(value) > MAX_SETTING_DEPTH:
+                problems.append(
+                    f"hooks.entries.{hook_key}.{name}: nested more than {MAX_SETTING_DEPTH} "
+                    "levels deep; write it flatter"
+                )
+    return problems
+
+
+def _depth(value: Any) -> int:
+    """How deep lists and maps nest in ``value`` (a scalar: 0), counted without recursion and
+    stopping past :data:`MAX_SETTING_DEPTH`."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            if level > MAX_SETTING_DEPTH:
+                return level
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in _children(item))
+    return deepest
+
+
+def _children(item: dict[Any, Any] | list[Any]) -> list[Any]:
+    return list(item.values()) if isinstance(item, dict) else item
 
 
 def _shared_hook_dirs(config: Config) -> list[str]:

@@ -132,6 +132,12 @@ def json_problems(model: type[BaseModel], environ: Mapping[str, str] | None = No
             data = json.loads(value)
         except ValueError:
             data = _INVALID
+        except RecursionError:  # json.loads on 1000 nested lists: past the stack, not a value
+            problems.append(
+                f"{var}: {'.'.join(found[1])} is JSON nested too deeply to read; write it "
+                "flatter (a few levels deep)"
+            )
+            continue
         inner, nullable = _unwrap(found[0])
         origin = typing.get_origin(inner) or inner
         want: tuple[type, ...] = (list,) if origin in (list, tuple) else (dict,)

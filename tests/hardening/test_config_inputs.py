@@ -62,6 +62,10 @@ CASES = {
     "int-too-long-to-print": (f"hooks:\n  timeoutMs: 0x{'f' * 5000}\n", "more than 1000 digits"),
     "date-that-does-not-exist": ("hooks:\n  timeoutMs: 2026-02-30\n", "day is out of range"),
     "tag-that-cannot-build": ("hooks:\n  timeoutMs: !!float x\n", "its !!tag cannot build"),
+    "hook-setting-nested-300-deep": (
+        f"hooks:\n  entries:\n    x:\n      y: {'[' * 300}{']' * 300}\n",
+        "hooks.entries.x.y: nested more than 64 levels deep",
+    ),
 }
 
 
@@ -76,6 +80,24 @@ def test_an_unusable_config_at_start_exits_78_naming_the_key(
     stderr = daemon.stderr_text()
     assert expected in stderr, stderr[-3000:]
     assert "Traceback" not in stderr, stderr[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("[" * 3000 + "]" * 3000, "hooks.load.extraDirs is JSON nested too deeply to read"),
+        ('{"x": {"y": ' + "[" * 900 + "]" * 900 + "}}", "nested more than 64 levels deep"),
+    ],
+    ids=["past-the-decoder", "past-the-setting-bound"],
+)
+def test_json_nested_too_deeply_in_a_variable_exits_78(
+    new_daemon: NewDaemon, value: str, expected: str
+) -> None:
+    var = "GATEWAYD_HOOKS__LOAD__EXTRA_DIRS" if value.startswith("[") else "GATEWAYD_HOOKS__ENTRIES"
+    daemon = new_daemon(env={var: value}).start(wait_ready=False)
+    assert daemon.wait() == 78, daemon.stderr_text()[-3000:]
+    stderr = daemon.stderr_text()
+    assert expected in stderr and "Traceback" not in stderr, stderr[-3000:]
 
 
 def test_a_running_daemon_refuses_each_broken_edit_and_keeps_its_config(
