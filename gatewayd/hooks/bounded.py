@@ -10,7 +10,9 @@ each import the load says what it starts and within how long it must finish
 thread is abandoned (Python cannot stop it; it is a daemon thread and raises
 :class:`Abandoned` at its next step if the import ever returns, so it changes nothing more) and
 ``run_watched`` says which step overran. The loader then starts the load again, failing that
-hook at once with the reason instead of importing it (``hooks/loader.py``).
+hook at once with the reason instead of importing it (``hooks/loader.py``); so do its later
+loads while the abandoned thread still runs (:attr:`Watch.finished`) and no file of the hook
+changed, or each would leave one more thread stuck.
 
 Why one watched thread per load rather than a thread per import: starting and joining a thread
 per import cost 0.4 to 0.7 ms each on a loaded 2-core VM (400 to 700 ms of a cold load of 1,000
@@ -44,6 +46,8 @@ class Overrun:
     """What :meth:`Watch.step` was given as ``key`` (the loader: the hook's package)."""
     message: str
     """``<what> did not finish within <bound> s (abandoned)``."""
+    watch: Watch
+    """The abandoned load's watch: :attr:`Watch.finished` once its thread ended."""
 
 
 class Watch:
@@ -57,6 +61,11 @@ class Watch:
         """When the watcher wakes next, unless notified (``inf``: only when notified)."""
         self._finished = False
         self.abandoned = False
+
+    @property
+    def finished(self) -> bool:
+        """Whether the load's thread ended (an abandoned one: once the overrun step returned)."""
+        return self._finished
 
     def step(self, key: str, what: str, bound_s: float) -> Watch:
         """``with watch.step(...)``: run the body as one step that must finish within
@@ -97,7 +106,7 @@ class Watch:
                     if now >= deadline:
                         self.abandoned = True
                         return Overrun(
-                            key, f"{what} did not finish within {bound_s:g} s (abandoned)"
+                            key, f"{what} did not finish within {bound_s:g} s (abandoned)", self
                         )
                     self._wake_at = deadline
                 else:

@@ -785,6 +785,45 @@ class _Builder:
         )
 
 
+def _sources_stamp(directory: str) -> frozenset[tuple[str, int, int]]:
+    """``(path, mtime_ns, size)`` of the files under a hook directory (up to 1,000 of them, no
+    ``__pycache__`` or hidden directory): whether the hook changed since its import got stuck."""
+    stamp: set[tuple[str, int, int]] = set()
+    for top, dirs, files in os.walk(directory):
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
+        for name in files:
+            path = os.path.join(top, name)
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            stamp.add((path, st.st_mtime_ns, st.st_size))
+            if len(stamp) >= 1000:
+                return frozenset(stamp)
+    return frozenset(stamp)
+
+
+@dataclass(frozen=True, slots=True)
+class _StuckImport:
+    """A hook import that overran: its thread may run in it for good (Python cannot stop it)."""
+
+    overrun: Overrun
+    directory: str
+    stamp: frozenset[tuple[str, int, int]]
+
+    @property
+    def message(self) -> str:
+        return (
+            f"{self.overrun.message} in an earlier load, and still runs (imported again once a "
+            "file of the hook changes)"
+        )
+
+    def holds(self) -> bool:
+        """Whether a load should still fail the hook rather than import it again: its thread
+        still runs and no file of the hook changed since."""
+        return not self.overrun.watch.finished and _sources_stamp(self.directory) == self.stamp
+
+
 class HookLoader:
     """Loads one gateway's hooks from disk.
 
@@ -798,6 +837,8 @@ class HookLoader:
         """What handlers get as ``ctx.gateway`` (``None`` outside a running daemon)."""
         self.importer = HookImporter()
         self.manifests = ManifestCache()
+        self._stuck: dict[str, _StuckImport] = {}
+        """Imports that overran, by package, whose abandoned thread may still run in them."""
         self._lock = threading.Lock()  # one build at a time: they share the importer
 
     def build(self, spec: LoadSpec) -> LoadResult:
@@ -810,7 +851,11 @@ class HookLoader:
         """
         with self._lock:
             self.importer.install()
-            overruns: dict[str, str] = {}
+            # An import that overran is not started again while its thread still runs in it
+            # and the hook's files are as they were: each load added one more thread stuck
+            # for good (spinning ones took the CPU with them). A saved edit tries it again.
+            self._stuck = {k: v for k, v in self._stuck.items() if v.holds()}
+            overruns = {key: stuck.message for key, stuck in self._stuck.items()}
 
             def attempt(watch: Watch) -> tuple[LoadResult, set[str]]:
                 builder = _Builder(
@@ -823,6 +868,10 @@ class HookLoader:
             try:
                 while isinstance(outcome := run_watched(attempt), Overrun):
                     overruns[outcome.key] = outcome.message
+                    if (directory := self.importer.directory_of(outcome.key)) is not None:
+                        self._stuck[outcome.key] = _StuckImport(
+                            outcome, directory, _sources_stamp(directory)
+                        )
             except BaseException:
                 self.importer.safe_dirs = None  # as retain() does: the load is over
                 raise

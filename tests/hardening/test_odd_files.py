@@ -219,6 +219,32 @@ def test_a_hook_whose_import_blocks_is_bounded(
     assert daemon.stop() == 0
 
 
+def test_a_hook_whose_import_never_returns_is_not_imported_again_until_it_changes(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    """Every load imported it again: one more thread blocked in it for good per reload (one
+    more spinning, for an endless loop). Now a load fails it at once while the earlier import
+    still runs, and a saved edit imports it again."""
+    hooks = state_dir / "hooks"
+    stuck = write_hook(hooks, "stuck", events=["command:x"], handler=BLOCKING)
+    write_hook(hooks, "plain", events=["command:x"])
+    daemon = start_daemon({"hooks": {"entries": {"stuck": {"timeoutMs": 300}}}})
+    tasks = Path(f"/proc/{daemon.proc.pid}/task")
+    with daemon.control() as control:
+        control.ok("reload")
+        threads = len(list(tasks.iterdir()))
+        for _ in range(10):
+            reason = control.ok("reload")["result"]["failed"][0]
+        assert len(list(tasks.iterdir())) <= threads + 2  # not one more per reload
+        assert "in an earlier load, and still runs" in reason, reason
+        (stuck / "handler.py").write_text(
+            "async def handler(event):\n    event.messages.append('unstuck')\n"
+        )
+        assert control.ok("reload")["result"]["failed"] == []
+        assert control.ok("message", sessionKey="s", text="/x")["messages"] == ["plain", "unstuck"]
+    assert daemon.stop() == 0
+
+
 def test_a_link_to_a_fifo_under_a_watched_root_does_not_stall_live_reload(
     start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
 ) -> None:
