@@ -10,6 +10,7 @@ it is a regular file of at most 2 MiB.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 import stat
@@ -61,8 +62,61 @@ def expand(workspace: Path, pattern: str) -> list[str]:
     """Absolute paths matched by ``pattern`` (relative to ``workspace``), sorted."""
     if not glob.has_magic(pattern):
         return [os.path.join(workspace, pattern)]
+    if "**" in pattern.split("/"):
+        return sorted(os.path.join(workspace, m) for m in _recursive_matches(workspace, pattern))
     matches = glob.glob(pattern, root_dir=workspace, recursive=True)
     return sorted(os.path.join(workspace, m) for m in matches)
+
+
+MAX_WALKED = 100_000
+"""Directory entries a ``**`` pattern looks at, at most (a workspace is not a disk)."""
+
+
+def _recursive_matches(workspace: Path, pattern: str) -> list[str]:
+    """What ``glob(pattern, recursive=True)`` matches, except that ``**`` never descends into a
+    symlinked directory: ``glob`` does, so two links back up (``a -> .``, ``b -> .``) made
+    ``**/AGENTS.md`` walk 2**40 paths, a thread past its timeout running (and growing) for ever.
+    Hidden names are matched only by a pattern part that starts with ``.``, as glob does. The
+    walk starts at the pattern's leading directories without wildcards (absolute, or ``..``)."""
+    parts = pattern.split("/")
+    first = next(i for i, part in enumerate(parts) if glob.has_magic(part))
+    base = "/".join(parts[:first]) or "."
+    rest: list[str] = []
+    for part in parts[first:]:
+        if part not in ("", ".") and not (part == "**" and rest[-1:] == ["**"]):
+            rest.append(part)  # **/** is **: matched once, not once per way to split
+    root = os.path.join(workspace, base)
+    dirs_only = pattern.endswith("/")  # as in glob: a trailing / matches directories only
+    # a trailing ** matches the directory it starts from, as glob does (not the workspace)
+    matches = [os.path.normpath(base)] if base != "." and _matches([], rest) else []
+    walked = 0
+    for top, dirs, files in os.walk(root):  # never follows a symlinked directory
+        rel = os.path.relpath(top, root)
+        prefix = [] if rel == "." else rel.split(os.sep)
+        for name in sorted(dirs) if dirs_only else sorted(files) + sorted(dirs):
+            walked += 1
+            if _matches([*prefix, name], rest):
+                matches.append(os.path.normpath(os.path.join(base, *prefix, name)))
+        if walked > MAX_WALKED:
+            break
+    return matches
+
+
+def _matches(names: list[str], parts: list[str]) -> bool:
+    """Whether the relative path ``names`` matches the pattern ``parts`` (``**``: any number of
+    directories, none hidden)."""
+    if not parts:
+        return not names
+    head, rest = parts[0], parts[1:]
+    if head == "**":
+        if _matches(names, rest):
+            return True
+        # ** takes a directory, or, last in the pattern, anything under it
+        takes = len(names) > 1 or not rest
+        return takes and not names[0].startswith(".") and _matches(names[1:], parts)
+    if not names or (names[0].startswith(".") and not head.startswith(".")):
+        return False
+    return fnmatch.fnmatchcase(names[0], head) and _matches(names[1:], rest)
 
 
 def read_checked(path: str, workspace_real: str) -> tuple[str, str]:

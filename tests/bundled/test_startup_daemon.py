@@ -141,6 +141,25 @@ def test_bootstrap_op_returns_the_extended_list(make_daemon: MakeDaemon) -> None
     assert rel_paths(daemon, cron) == rel_paths(daemon, sub)
 
 
+def test_a_recursive_glob_does_not_follow_links_back_up(make_daemon: MakeDaemon) -> None:
+    """glob's ``**`` follows symlinked directories: with two links back up (``a -> .``,
+    ``b -> .``) ``**/TOOLS.md`` walked 2**40 paths, past the hook's timeout, on a thread that
+    ran on (and grew) for ever; each ``bootstrap`` started one more. ``**`` no longer descends
+    into a symlinked directory."""
+    daemon = make_daemon({"bootstrap-extra-files": {"paths": ["**/TOOLS.md"], "timeoutMs": 10_000}})
+    (daemon.workspace / "docs").mkdir()
+    (daemon.workspace / "docs/TOOLS.md").write_text("tools")
+    for link in ("a", "b", "docs/up"):
+        (daemon.workspace / link).symlink_to(daemon.workspace, target_is_directory=True)
+    daemon.start()
+    for _ in range(2):
+        files = daemon.request("bootstrap", sessionKey="agent:main:main")["bootstrapFiles"]
+        assert rel_paths(daemon, files) == ["docs/TOOLS.md"]
+    hooks = {h["name"]: h for h in daemon.request("hooks")["hooks"]}
+    assert hooks["bootstrap-extra-files"]["stats"]["timeouts"] == 0
+    assert daemon.stop() == 0
+
+
 def test_every_bundled_hook_can_be_turned_off(make_daemon: MakeDaemon) -> None:
     off = {"enabled": False}
     daemon = make_daemon(
