@@ -276,6 +276,48 @@ def test_reloads_in_fresh_workers_leave_no_process(tmp_path: Path) -> None:
 
 
 @needs_wheel
+def test_imports_that_block_or_end_the_worker_fail_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Top-level code that loops blocks the worker: no import after it answers either, and
+    every hook of the load failed as "did not finish", this reload and every later one. The
+    stuck hooks are then imported one at a time in fresh workers, so each failure is the hook's
+    own (a process.exit too) and the others load."""
+    monkeypatch.setattr(node_runtime, "LOAD_TIMEOUT_S", 2.0)
+    reply = "export default (event) => { event.messages.push('NAME'); };\n"
+    files = {
+        "aloop": "while (true) {}\n" + reply,
+        "bgood": reply,
+        "cexit": "process.exit(3);\n" + reply,
+        "dloop": "for (;;) {}\n" + reply,
+        "egood": reply,
+    }
+    hooks = [
+        NodeHook(
+            name,
+            write_js_hook(tmp_path, name, {"handler.js": text.replace("NAME", name)})
+            / "handler.js",
+        )
+        for name, text in files.items()
+    ]
+
+    async def body(runtime: NodeRuntime) -> dict[str, Any]:
+        generation, errors = await runtime.load(wheel_binary(), hooks)
+        runtime.activate(generation)
+        return {
+            "errors": {hook.name: reason for hook, reason in errors.items()},
+            "said": [await say(hook) for hook in hooks if hook.name.endswith("good")],
+        }
+
+    result = with_runtime(body)
+    assert sorted(result["errors"]) == ["aloop", "cexit", "dloop"]
+    for name in ("aloop", "dloop"):
+        assert "import did not finish within 2 s" in result["errors"][name]
+    assert "exited with code 3" in result["errors"]["cexit"]
+    assert result["said"] == [(Outcome.OK, ["bgood"]), (Outcome.OK, ["egood"])]
+
+
+@needs_wheel
 def test_an_import_that_never_settles_fails_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

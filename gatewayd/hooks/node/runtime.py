@@ -17,6 +17,11 @@ for the same hooks (so a watched save of a ``.ts`` file imports while the Python
 of its calls is in flight, its handlers are dropped from a worker that stays in use, or its
 worker is stopped.
 
+Imports: a load's hooks are imported into its worker at once; when several are still waiting
+after :data:`LOAD_TIMEOUT_S` (top-level code that loops blocks every import after it), the
+worker is killed and those are imported one at a time in fresh workers, so that only the hooks at
+fault fail.
+
 Failures: a call answered with an error is that hook's error. A call that outlives its timeout is
 a timeout, and the worker is then pinged; one that does not answer within
 :data:`HANG_GRACE_S` is hung and killed. A killed or crashed worker fails the calls in flight,
@@ -210,9 +215,11 @@ class Generation:
         self.typescript = any(h.file.suffix in TS_SUFFIXES for h in hooks)
         self.in_flight = 0
         self.gone: set[NodeHook] = set()
+        """The hooks whose import failed only because the worker died under it."""
+        self.unattributed = False
+        """Whether its last import left several hooks stuck, none known to be at fault."""
         self.ids: list[str] = []
         """Its hooks' ids in its worker (taken when loaded: a hook object may be loaded again)."""
-        """The hooks whose import failed only because the worker died under it."""
         self.worker: NodeWorker | None = None
         self.ready = anyio.Event()
         self.retired = False
@@ -220,10 +227,17 @@ class Generation:
         self.restarts = 0
         self._checking: set[NodeWorker] = set()
 
-    async def import_into(self, worker: NodeWorker) -> dict[NodeHook, str]:
-        """Load every hook into ``worker`` at once; returns hook -> error for the failures."""
+    async def import_into(self, worker: NodeWorker, *, singly: bool = False) -> dict[NodeHook, str]:
+        """Load every hook into ``worker`` at once; returns hook -> error for the failures.
+
+        ``singly``: one at a time, each after the previous one answered, so that an import
+        that never finishes (or ends the worker) is known to be that hook's own; the hooks
+        after it are left in :attr:`gone`, for a fresh worker."""
+        if singly:
+            return await self._import_singly(worker)
         futures = []
         self.gone = set()
+        self.unattributed = False
         errors: dict[NodeHook, str] = {}
         for hook in self.hooks:
             spec = {**hook.wire(), "id": hook.id, "tag": self.tag}
@@ -258,15 +272,54 @@ class Generation:
             worker.kill(
                 f"the node worker was killed: importing {names} took over {LOAD_TIMEOUT_S:g} s"
             )
-            for hook in stuck:
-                errors[hook] = (
-                    f"{hook.file}: import did not finish within {LOAD_TIMEOUT_S:g} s "
-                    "(top-level code that never settles?)"
+            errors.update({hook: _stuck_import(hook) for hook in stuck})
+            if len(stuck) > 1:
+                # Top-level code that loops blocks every import after it in the worker: which
+                # of them is at fault is not known, so each is tried again on its own.
+                self.gone.update(stuck)
+                self.unattributed = True
+        self._count_load(worker)
+        return errors
+
+    async def _import_singly(self, worker: NodeWorker) -> dict[NodeHook, str]:
+        self.gone = set()
+        errors: dict[NodeHook, str] = {}
+        for index, hook in enumerate(self.hooks):
+            spec = {**hook.wire(), "id": hook.id, "tag": self.tag}
+            try:
+                future = worker.request({"op": "load", "hook": spec})
+                with anyio.move_on_after(LOAD_TIMEOUT_S):
+                    reply = await future
+                    if isinstance(rss := reply.get("rss"), int):
+                        worker.rss = rss
+                    if not reply.get("ok"):
+                        errors[hook] = f"{hook.file}: import failed: {reply.get('error')}"
+                    elif hook.events:
+                        hook.events_found = tuple(str(n) for n in reply.get("events") or ())
+                        hook.description = str(reply.get("description") or "")
+                    continue
+            except WorkerGone as exc:  # its own import ended the worker (process.exit)
+                errors[hook] = f"{hook.file}: import failed: {exc}"
+            else:
+                worker.forget(future)
+                worker.kill(
+                    f"the node worker was killed: importing {hook.name} took over "
+                    f"{LOAD_TIMEOUT_S:g} s"
                 )
+                errors[hook] = _stuck_import(hook)
+            rest = self.hooks[index + 1 :]
+            self.gone.update(rest)
+            reason = worker.kill_reason or worker.exit_reason
+            errors.update({h: f"{h.file}: import failed: {reason}" for h in rest})
+            break
+        self._count_load(worker)
+        return errors
+
+    @staticmethod
+    def _count_load(worker: NodeWorker) -> None:
         worker.generations += 1
         if worker.generations == 1:
             worker.first_rss = worker.rss
-        return errors
 
     async def call(
         self,
@@ -343,6 +396,13 @@ class Generation:
 
 class _Expired(Exception):
     """A call's time ran out (set on its reply future by the call's timer)."""
+
+
+def _stuck_import(hook: NodeHook) -> str:
+    return (
+        f"{hook.file}: import did not finish within {LOAD_TIMEOUT_S:g} s "
+        "(top-level code that never settles?)"
+    )
 
 
 def _expire(future: asyncio.Future[dict[str, Any]]) -> None:
@@ -586,21 +646,28 @@ class NodeRuntime:
             except WorkerGone as exc:
                 return generation, {hook: str(exc) for hook in generation.hooks}
         errors = await generation.import_into(worker)
+        every = generation.hooks
         if worker.doomed:
             # It died under the imports (a top-level process.exit, or a crash of a call it ran
             # meanwhile) or was killed for an import that never settled: the hooks that did not
-            # fail on their own account go into a fresh worker, once.
-            every = generation.hooks
+            # fail on their own account go into a fresh worker, once; when which hook was at
+            # fault is not known (several imports stuck), one at a time, each round failing
+            # the hook at fault, until a worker survives its imports.
+            singly = generation.unattributed
             own = {h: e for h, e in errors.items() if h not in generation.gone}
             retry = [h for h in every if h not in own]
-            if retry and (own or not fresh):
+            while retry and (own or not fresh or singly):
                 generation.hooks = retry
                 try:
                     worker = await self._start_worker(binary, generation.typescript)
                 except WorkerGone as exc:
                     return generation, {**own, **{h: str(exc) for h in retry}}
                 fresh = True
-                errors = {**own, **await generation.import_into(worker)}
+                errors = {**own, **await generation.import_into(worker, singly=singly)}
+                if not singly or not worker.doomed:
+                    break
+                own = {h: e for h, e in errors.items() if h not in generation.gone}
+                retry = [h for h in retry if h not in own]
             if worker.doomed:
                 reason = worker.exit_reason or worker.kill_reason
                 return generation, {h: errors.get(h) or f"{h.file}: {reason}" for h in every}
