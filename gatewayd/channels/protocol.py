@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -181,6 +182,18 @@ def _maybe_event_key(key: str) -> str:
     return _event_key(key) if key else key
 
 
+def _trigger_key(key: str) -> str:
+    """What ``trigger`` may post: any event but the gateway's own lifecycle (``gateway:startup``
+    fires once per process, after the channels are up; ``gateway:shutdown`` as it stops)."""
+    if _event_key(key).partition(":")[0] == "gateway":
+        raise RequestError(
+            "unknown_event",
+            f"{key!r} is the gateway's own lifecycle event, fired by the daemon alone: a trigger "
+            f"cannot post it. To run one hook on it: gatewayd hooks test HOOK --event {key}",
+        )
+    return key
+
+
 OPS: dict[str, Op] = {
     "ping": Op(waits=False),
     "status": Op(waits=False),
@@ -201,7 +214,7 @@ OPS: dict[str, Op] = {
     # A trigger with "wait": false never waits on hooks either (see parse_request).
     "trigger": Op(
         (
-            Field("event", (str,), check=_event_key),
+            Field("event", (str,), check=_trigger_key),
             SESSION_KEY,
             Field("context", (dict,), {}),
             Field("wait", (bool,), True),
@@ -272,6 +285,11 @@ def parse_request(line: bytes) -> Request:
     except ValueError as exc:
         if not line.strip():
             raise RequestError("bad_request", "empty line: send one JSON object per line") from None
+        if "int_max_str_digits" in str(exc):  # its advice is the server's, not the client's
+            raise RequestError(
+                "bad_json",
+                f"a number of more than {sys.get_int_max_str_digits()} digits: send it as a string",
+            ) from None
         raise RequestError("bad_json", f"not valid JSON: {exc}") from None
     except RecursionError:
         raise RequestError(

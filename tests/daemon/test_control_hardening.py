@@ -248,3 +248,25 @@ def test_a_deep_context_reaches_the_hooks_or_is_refused_never_more(daemon: Daemo
                 assert reply["id"] in (1, None), reply
                 assert reply["ok"] is True or reply["error"]["code"] in ("bad_json", "internal")
         still_serving(daemon, control)
+
+
+def test_a_number_too_long_for_python_is_refused_with_advice_for_the_client(
+    daemon: Daemon,
+) -> None:
+    with daemon.control() as control:
+        control.send_raw(b'{"id": ' + b"7" * 5000 + b', "op": "ping"}\n')
+        reply = raw_reply(control)
+        assert reply["ok"] is False and reply["error"]["code"] == "bad_json", reply
+        message = reply["error"]["message"]
+        assert "more than 4300 digits" in message and "as a string" in message, message
+        assert "set_int_max_str_digits" not in message  # the server's setting, not the client's
+        still_serving(daemon, control)
+
+
+@pytest.mark.parametrize("event", ["gateway:startup", "gateway:shutdown"])
+def test_a_trigger_cannot_fire_the_gateways_own_lifecycle(daemon: Daemon, event: str) -> None:
+    with daemon.control() as control:
+        reply = control.request("trigger", event=event, sessionKey="s")
+        assert reply["ok"] is False and reply["error"]["code"] == "unknown_event", reply
+        assert f"gatewayd hooks test HOOK --event {event}" in reply["error"]["message"]
+        still_serving(daemon, control)
