@@ -383,11 +383,6 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if safe_dirs is not None and _writers_problem(st, os.geteuid()) is None:
             safe_dirs.add(directory)
 
-    def directory_of(self, name: str) -> str | None:
-        """The directory of package ``name`` (a real path), or None when it is unknown."""
-        package = self._packages.get(name)
-        return package.directory if package is not None else None
-
     def purge(self, name: str) -> None:
         """Drop every module of package ``name`` from ``sys.modules``."""
         package = self._packages.get(name)

@@ -25,6 +25,7 @@ source ``config``; their module must resolve inside the managed, bundled or work
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import threading
@@ -308,6 +309,9 @@ class _Builder:
         self.public_cfg = public_cfg(spec.effective_config)
         self.environ = types.MappingProxyType(dict(os.environ))
         self.packages: set[str] = set()
+        self.sources: dict[str, str] = {}
+        """Package -> what, changed, is imported again after its import got stuck: the hook
+        directory, or a single-file hook's own file."""
         self.records: list[HookRecord] = []
         self.node: NodeChoice | None = None
         self.js_files: list[Path] = []
@@ -436,9 +440,12 @@ class _Builder:
         directory: str,
         timeout_s: float | None,
         allow_links: bool,
+        *,
+        single_file: bool = False,
     ) -> types.ModuleType:
         """Run ``handler_file`` fresh as a module of ``package``; raise :class:`_Failure`."""
         self.packages.add(package)
+        self.sources[package] = str(handler_file) if single_file else directory
         bound_s = timeout_s or self.spec.timeout_ms / 1000  # the hook's own timeout bounds it
         overran = self.overruns.get(package)
         if overran is not None:
@@ -510,7 +517,9 @@ class _Builder:
                 self.node_records[node.handler] = record
                 return
             package = package_name(self.importer.root, name, real, "file")
-            module = self.import_module(package, file, directory, timeout_s, allow_links)
+            module = self.import_module(
+                package, file, directory, timeout_s, allow_links, single_file=True
+            )
             try:
                 definition = definition_of(module, file)
                 built = python_handlers(
@@ -785,11 +794,17 @@ class _Builder:
         )
 
 
-def _sources_stamp(directory: str) -> frozenset[tuple[str, int, int]]:
-    """``(path, mtime_ns, size)`` of the files under a hook directory (up to 1,000 of them, no
-    ``__pycache__`` or hidden directory): whether the hook changed since its import got stuck."""
+def _sources_stamp(sources: str) -> frozenset[tuple[str, int, int]]:
+    """``(path, mtime_ns, size)`` of a single-file hook's file or of the files under a hook
+    directory (up to 1,000 of them, no ``__pycache__`` or hidden directory): whether the hook
+    changed since its import got stuck."""
     stamp: set[tuple[str, int, int]] = set()
-    for top, dirs, files in os.walk(directory):
+    if not os.path.isdir(sources):
+        with contextlib.suppress(OSError):
+            st = os.stat(sources)
+            stamp.add((sources, st.st_mtime_ns, st.st_size))
+        return frozenset(stamp)
+    for top, dirs, files in os.walk(sources):
         dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
         for name in files:
             path = os.path.join(top, name)
@@ -808,7 +823,7 @@ class _StuckImport:
     """A hook import that overran: its thread may run in it for good (Python cannot stop it)."""
 
     overrun: Overrun
-    directory: str
+    sources: str
     stamp: frozenset[tuple[str, int, int]]
 
     @property
@@ -821,7 +836,7 @@ class _StuckImport:
     def holds(self) -> bool:
         """Whether a load should still fail the hook rather than import it again: its thread
         still runs and no file of the hook changed since."""
-        return not self.overrun.watch.finished and _sources_stamp(self.directory) == self.stamp
+        return not self.overrun.watch.finished and _sources_stamp(self.sources) == self.stamp
 
 
 class HookLoader:
@@ -857,10 +872,13 @@ class HookLoader:
             self._stuck = {k: v for k, v in self._stuck.items() if v.holds()}
             overruns = {key: stuck.message for key, stuck in self._stuck.items()}
 
+            builders: list[_Builder] = []
+
             def attempt(watch: Watch) -> tuple[LoadResult, set[str]]:
                 builder = _Builder(
                     spec, self.importer, self.manifests, self.gateway, watch, overruns
                 )
+                builders.append(builder)
                 return builder.build(), builder.packages
 
             # Each try runs in a thread of its own with its imports bounded; when one overruns,
@@ -868,9 +886,9 @@ class HookLoader:
             try:
                 while isinstance(outcome := run_watched(attempt), Overrun):
                     overruns[outcome.key] = outcome.message
-                    if (directory := self.importer.directory_of(outcome.key)) is not None:
+                    if (sources := builders[-1].sources.get(outcome.key)) is not None:
                         self._stuck[outcome.key] = _StuckImport(
-                            outcome, directory, _sources_stamp(directory)
+                            outcome, sources, _sources_stamp(sources)
                         )
             except BaseException:
                 self.importer.safe_dirs = None  # as retain() does: the load is over
