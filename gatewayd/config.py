@@ -45,6 +45,7 @@ from gatewayd.config_env import (
     field_at,
     json_problems,
     may_be_secret,
+    unknown_sections,
     variable_for,
 )
 from gatewayd.hooks.agents import DEFAULT_AGENT, AgentsSpec, entry_for
@@ -698,7 +699,7 @@ def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
     if path is not None:
         raw = read_config_file(path)
     source = str(path) if path else "built-in defaults"
-    if problems := json_problems(Settings):
+    if problems := unknown_sections(Settings) + json_problems(Settings):
         raise ConfigError(source, problems)  # pydantic-settings would name only the section
     folded = fold_internal(raw)
     try:

@@ -10,6 +10,7 @@ gateway.queue.capacity: ... (expected an integer, e.g. GATEWAYD_GATEWAY__QUEUE__
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import types
@@ -116,6 +117,27 @@ def expected_form(annotation: Any, var: str) -> str:
     else:
         form = f"text, e.g. {var}=value"
     return form + (f" (or {var}=null for the default)" if nullable else "")
+
+
+def unknown_sections(model: type[BaseModel], environ: Mapping[str, str] | None = None) -> list[str]:
+    """``GATEWAYD_<SECTION>__...`` variables whose section is none of the config's.
+
+    pydantic-settings reads a variable only for a section it has, so a misspelt section
+    (``GATEWAYD_HOOK__TIMEOUT_MS``) would be ignored without a word, where an unknown key inside
+    a known section is refused. A variable without ``__`` is left alone: it may be another
+    program's (``GATEWAYD_REDIS_PASSWORD`` is gatewayd's own, read where it is used)."""
+    sections = {_norm(name): name for name in model.model_fields}
+    problems = []
+    for var, parts in sorted(env_vars(environ).items()):
+        if len(parts) < 2 or _norm(parts[0]) in sections:
+            continue
+        close = difflib.get_close_matches(_norm(parts[0]), list(sections), n=1)
+        hint = f"; did you mean GATEWAYD_{sections[close[0]].upper()}__...?" if close else ""
+        problems.append(
+            f"{var}: {parts[0]!r} is no config section (the sections: "
+            f"{', '.join(sorted(sections.values()))}){hint}"
+        )
+    return problems
 
 
 def json_problems(model: type[BaseModel], environ: Mapping[str, str] | None = None) -> list[str]:

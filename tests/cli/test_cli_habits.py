@@ -224,6 +224,12 @@ def test_a_named_config_file_that_is_missing_is_exit_78(run_cli: RunCli, state_d
         ("GATEWAYD_LOGGING__LEVEL", "loud", "one of debug, info, warning, error"),
         ("GATEWAYD_HOOKS__ENABLED", "yes", "true or false, e.g. GATEWAYD_HOOKS__ENABLED=false"),
         ("GATEWAYD_GATEWAY__COLOUR", "red", "GATEWAYD_GATEWAY__COLOUR='red': gateway.colour: "),
+        (
+            "GATEWAYD_HOOK__TIMEOUT_MS",
+            "5",
+            "GATEWAYD_HOOK__TIMEOUT_MS: 'HOOK' is no config section (the sections: agent, agents, "
+            "gateway, hooks, logging, sessions, workspace); did you mean GATEWAYD_HOOKS__...?",
+        ),
     ],
 )
 def test_env_errors_name_the_variable_and_the_form(
