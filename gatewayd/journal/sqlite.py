@@ -314,16 +314,26 @@ class SqliteJournal(Journal):
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
             conn, epoch = store.connect(self.path, self.sync)
-            rows = store.pending_rows(conn)
-            before = len(rows)
-            rows = store.recover(conn, rows)
-            if len(rows) < before:
+            recovered = store.recover(conn, store.pending_rows(conn))
+            rows = recovered.rows
+            if recovered.poisoned:
                 log.error(
                     "journal.poisoned",
-                    events=before - len(rows),
+                    events=recovered.poisoned,
                     path=str(self.path),
                     note="dead-lettered: the daemon stopped again while each was next",
                     fix="gatewayd events list --state dead",
+                )
+            if recovered.unreadable:
+                seq, why = recovered.unreadable[0]
+                log.error(
+                    "journal.unreadable",
+                    events=len(recovered.unreadable),
+                    first=f"{epoch}-{seq}",
+                    reason=why,
+                    path=str(self.path),
+                    note="dead-lettered, not dispatched: their rows cannot be events again",
+                    fix="gatewayd events list --state dead; gatewayd events purge ID",
                 )
         except (store.Damaged, sqlite3.DatabaseError) as exc:
             if not isinstance(exc, store.Damaged) and not store.is_damage(exc):
@@ -360,19 +370,18 @@ class SqliteJournal(Journal):
         base = self._base()
         items: list[Item] = []
         now = time.time()
-        for seq, session, etype, action, ts, context, only in rows:
+        for seq, session, etype, action, ts, context, hooks in rows:  # store.decode_row's
             event = HookEvent(
                 type=etype,
                 action=action,
-                session_key=store.session_text(session),
-                created=float(ts),
+                session_key=session,
+                created=ts,
                 # The base first: a stored workspaceDir is another agent's (hooks/agents.py).
-                context={**{k: base[k] for k in BASE_KEYS if k in base}, **json.loads(context)},
+                context={**{k: base[k] for k in BASE_KEYS if k in base}, **context},
             )
             event.id = f"{self._epoch}-{seq}"
             self._pending[seq] = now
             self.redelivered.add(seq)
-            hooks = tuple(json.loads(only)) if only else None
             items.append((event, None, perf_counter(), seq, hooks))
         return items
 

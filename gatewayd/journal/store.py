@@ -24,7 +24,7 @@ import json
 import os
 import sqlite3
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from gatewayd.atomic import not_regular
 from gatewayd.timestamps import iso_utc
@@ -359,28 +359,101 @@ def note_started(conn: sqlite3.Connection, seq: int) -> None:
     )
 
 
-def recover(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """The pending ``rows`` to redeliver at a start: those whose redelivered dispatch already
-    began :data:`MAX_RECOVERIES` times without finishing are dead-lettered instead. A handler
-    that blocks the loop until the watchdog kills the daemon, or ends the process, must not
-    take it down again on every start."""
+class Unreadable(ValueError):
+    """A stored row that cannot be made into an event again (its context no JSON object, ...)."""
+
+
+def decode_row(row: Sequence[Any]) -> tuple[Any, ...]:
+    """A :func:`pending_rows` row with its values as the journal wrote them: session key and
+    type/action text, ``ts`` a float, ``context`` a dict, ``only`` a tuple of hook names or
+    None. Raises :class:`Unreadable` naming the column for a row the writer never wrote (the
+    file edited by hand, a bit flipped inside a value that ``quick_check`` cannot see)."""
+    seq, session, etype, action, ts, context, only = row
+    if not isinstance(session, str | bytes):
+        raise Unreadable(f"session is {type(session).__name__}, not text")
+    if not isinstance(etype, str) or not isinstance(action, str):
+        raise Unreadable("type or action is not text")
+    if not isinstance(ts, int | float):
+        raise Unreadable(f"timestamp is {type(ts).__name__}, not a number")
+    try:
+        fields = json.loads(context)
+        hooks = json.loads(only) if only else None
+    except (TypeError, ValueError) as exc:
+        raise Unreadable(f"context or only is no JSON ({exc})") from None
+    if not isinstance(fields, dict):
+        raise Unreadable(f"context is a JSON {type(fields).__name__}, not an object")
+    if hooks is not None and not (
+        isinstance(hooks, list) and all(isinstance(h, str) for h in hooks)
+    ):
+        raise Unreadable("only is not a list of hook names")
+    return (
+        seq,
+        session_text(session),
+        etype,
+        action,
+        float(ts),
+        fields,
+        hooks if hooks is None else tuple(hooks),
+    )
+
+
+UNREADABLE_HOOK = "(journal)"
+"""The ``hook`` of the dead letter of a row :func:`decode_row` refuses: no handler ran."""
+
+
+class Recovered(NamedTuple):
+    """What :func:`recover` found: the rows to redeliver (decoded, :func:`decode_row`), how many
+    were dead-lettered as poison, and ``(seq, why)`` of those dead-lettered as unreadable."""
+
+    rows: list[tuple[Any, ...]]
+    poisoned: int
+    unreadable: list[tuple[int, str]]
+
+
+def recover(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> Recovered:
+    """The pending ``rows`` to redeliver at a start, decoded: those whose redelivered dispatch
+    already began :data:`MAX_RECOVERIES` times without finishing are dead-lettered instead. A
+    handler that blocks the loop until the watchdog kills the daemon, or ends the process, must
+    not take it down again on every start. So is a row that cannot be an event again
+    (:func:`decode_row`): one such row used to stop every start with a traceback."""
     counts = dict(conn.execute("SELECT seq, count FROM recoveries").fetchall())
     poisoned = {row[0]: counts[row[0]] for row in rows if counts.get(row[0], 0) >= MAX_RECOVERIES}
+    letters = [
+        (
+            seq,
+            POISON_HOOK,
+            f"the daemon stopped {count} times while dispatching this event again after "
+            "a restart (a handler that blocks the event loop or ends the process?); "
+            "inspect it with `gatewayd events show`, replay it with `events retry`",
+            count,
+        )
+        for seq, count in poisoned.items()
+    ]
+    decoded: list[tuple[Any, ...]] = []
+    unreadable: list[tuple[int, str]] = []
+    for row in rows:
+        if row[0] in poisoned:
+            continue
+        try:
+            decoded.append(decode_row(row))
+        except Unreadable as exc:
+            unreadable.append((row[0], str(exc)))
+            letters.append(
+                (
+                    row[0],
+                    UNREADABLE_HOOK,
+                    f"its row in the journal cannot be read back as an event: {exc}; "
+                    "it was never dispatched; inspect it with `gatewayd events show`, "
+                    "remove it with `events purge`",
+                    0,
+                )
+            )
     at = now()
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for seq, count in poisoned.items():
+        for seq, hook, error, attempts in letters:
             conn.execute(
-                "INSERT OR REPLACE INTO dead VALUES (?,?,?,?,?)",
-                (
-                    seq,
-                    POISON_HOOK,
-                    f"the daemon stopped {count} times while dispatching this event again after "
-                    "a restart (a handler that blocks the event loop or ends the process?); "
-                    "inspect it with `gatewayd events show`, replay it with `events retry`",
-                    count,
-                    at,
-                ),
+                "INSERT OR REPLACE INTO dead VALUES (?,?,?,?,?)", (seq, hook, error, attempts, at)
             )
             conn.execute("UPDATE events SET state = 2, done_at = ? WHERE seq = ?", (at, seq))
         conn.execute(
@@ -390,7 +463,7 @@ def recover(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[tuple
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-    return [row for row in rows if row[0] not in poisoned]
+    return Recovered(decoded, len(poisoned), unreadable)
 
 
 def dead_count(conn: sqlite3.Connection) -> int:
@@ -433,16 +506,25 @@ def _record(conn: sqlite3.Connection, epoch: str, row: Sequence[Any], full: bool
     record: dict[str, Any] = {
         "id": f"{epoch}-{seq}",
         "event": f"{etype}:{action}",
-        "sessionKey": session_text(session),
-        "timestamp": _iso(ts),
+        "sessionKey": session_text(session) if isinstance(session, str | bytes) else session,
+        "timestamp": _iso(ts) if isinstance(ts, int | float) else ts,
         "state": STATE_NAMES.get(state, str(state)),
-        "doneAt": _iso(done_at),
-        "only": json.loads(only) if only else None,
+        "doneAt": _iso(done_at) if isinstance(done_at, int | float) else done_at,
+        "only": _json_or_text(only) if only else None,
         "deadLetters": _letters(conn, seq) if state == DEAD else [],
     }
     if full:
-        record["context"] = json.loads(context)
+        record["context"] = _json_or_text(context)
     return record
+
+
+def _json_or_text(value: Any) -> Any:
+    """A stored JSON column decoded, or as stored when it is no JSON (an unreadable row,
+    :func:`decode_row`, is still listed and shown)."""
+    try:
+        return json.loads(value)
+    except (TypeError, ValueError):
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 COLUMNS = "seq, session, type, action, ts, context, only, state, done_at"
@@ -497,24 +579,34 @@ def retry_dead(
     conn: sqlite3.Connection, epoch: str, ids: Sequence[str] | None
 ) -> list[tuple[Any, ...]]:
     """Make dead-lettered events pending again, limited to the hooks that failed; return their
-    rows as :func:`pending_rows` does. ``ids`` None: every dead letter."""
+    rows decoded (:func:`decode_row`). ``ids`` None: every dead letter; one that cannot be
+    decoded refuses the whole retry (``ValueError``), and nothing changes."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         seqs = _dead_seqs(conn, epoch, ids)
         for seq in seqs:
             hooks = [r[0] for r in conn.execute("SELECT hook FROM dead WHERE seq = ?", (seq,))]
+            # A poisoned or unreadable event's letter names no handler: it runs them all again
+            # (limited to its letter's name, it ran none and was done at once).
+            whole = POISON_HOOK in hooks or UNREADABLE_HOOK in hooks
             conn.execute(
                 "UPDATE events SET state = 0, only = ?, done_at = NULL WHERE seq = ?",
-                (json.dumps(sorted(hooks)), seq),
+                (None if whole else json.dumps(sorted(hooks)), seq),
             )
             conn.execute("DELETE FROM dead WHERE seq = ?", (seq,))
-        rows = [
-            conn.execute(
+        rows = []
+        for seq in seqs:
+            row = conn.execute(
                 "SELECT seq, session, type, action, ts, context, only FROM events WHERE seq = ?",
                 (seq,),
             ).fetchone()
-            for seq in seqs
-        ]
+            try:
+                rows.append(decode_row(row))
+            except Unreadable as exc:
+                raise ValueError(
+                    f"event {epoch}-{seq} cannot be retried: its row cannot be read back as "
+                    f"an event ({exc}); remove it with `gatewayd events purge {epoch}-{seq}`"
+                ) from None
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import stat
 import threading
 from pathlib import Path
@@ -168,6 +169,37 @@ def test_a_journal_path_that_is_no_file_is_set_aside_and_the_daemon_starts(
         status: dict[str, Any] = control.ok("status")["status"]["queue"]["journal"]
     assert status["backend"] == "sqlite" and journal.is_file()
     assert read_records(state_dir)[-1]["n"] == 1
+    assert daemon.stop() == 0
+
+
+def test_a_pending_row_damaged_by_hand_is_dead_lettered_and_the_rest_redelivered(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    """One pending row whose context is no JSON object (written with sqlite3 while the daemon
+    was stopped): every start used to fail with a traceback. Now it is dead-lettered, the others
+    are redelivered in order and the daemon starts; `events retry` names the fix."""
+    write_hook(state_dir / "hooks", "rec", events=["command:work"], handler=recording_hook())
+    daemon = start_daemon({"gateway": {"queue": {"retainDone": 100}}, "hooks": NO_LOGGER})
+    with daemon.control() as control:
+        for n in range(3):
+            control.ok("trigger", event="command:work", sessionKey="s", context={"n": n})
+    assert daemon.stop() == 0
+    db = sqlite3.connect(state_dir / "journal" / "events.db", isolation_level=None)
+    db.execute("UPDATE events SET state = 0, done_at = NULL")  # as if never finished
+    db.execute("UPDATE events SET context = '[not json' WHERE seq = 2")
+    db.close()
+
+    daemon = start_daemon()
+    unreadable = daemon.wait_log("journal.unreadable")
+    assert unreadable["events"] == 1 and "no JSON" in unreadable["reason"]
+    wait_until(lambda: len(read_records(state_dir)) == 5, what="the two redelivered")
+    assert [r["n"] for r in read_records(state_dir)] == [0, 1, 2, 0, 2]
+    with daemon.control() as control:
+        (dead,) = control.ok("events", action="list", state="dead")["events"]
+        assert dead["id"] == unreadable["first"] and dead["deadLetters"][0]["hook"] == "(journal)"
+        refused = control.request("events", action="retry", ids=[dead["id"]])
+        assert not refused["ok"] and f"events purge {dead['id']}" in refused["error"]["message"]
+        assert control.ok("events", action="purge", ids=[dead["id"]])["purged"] == 1
     assert daemon.stop() == 0
 
 
