@@ -67,6 +67,33 @@ def _construct_timestamp(loader: Any, node: yaml.ScalarNode) -> Any:
         ) from None
 
 
+def _duplicate(key_node: yaml.Node, first: yaml.Node) -> yaml.constructor.ConstructorError:
+    return yaml.constructor.ConstructorError(
+        None,
+        None,
+        f"duplicate key {key_node.value!r} (first on line {first.start_mark.line + 1}): the "
+        "later one would silently replace the earlier; keep one (merge the two)",
+        key_node.start_mark,
+    )
+
+
+def _construct_mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) -> Any:
+    """PyYAML's mapping, refused with its position when a key is written twice. PyYAML keeps
+    the last one without a word: a second ``hooks:`` section would drop the first (js-yaml,
+    which reads OpenClaw's HOOK.md files, refuses it too). Keys a merge (``<<``) brings in may
+    still be overridden: only the keys written in the mapping itself are compared."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag not in _SPECIAL_KEYS:
+                key = (key_node.tag, key_node.value)
+                if key in seen:
+                    raise _duplicate(key_node, seen[key])
+                seen[key] = key_node
+    return yaml.constructor.SafeConstructor.construct_mapping(loader, node, deep)
+
+
+Yaml12Loader.construct_mapping = _construct_mapping
 Yaml12Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 Yaml12Loader.add_constructor("tag:yaml.org,2002:timestamp", _construct_timestamp)
 
@@ -142,10 +169,15 @@ def _plain(loader: Any, node: yaml.Node) -> Any:
         return loader.yaml_constructors[tag](loader, node)
     if kind is yaml.MappingNode and tag == _MAP:
         mapping = {}
+        keys: dict[Any, yaml.Node] = {}
         for key_node, value_node in node.value:
             if key_node.__class__ is not yaml.ScalarNode or key_node.tag in _SPECIAL_KEYS:
                 raise _NotPlain
-            mapping[_plain(loader, key_node)] = _plain(loader, value_node)
+            key = _plain(loader, key_node)
+            if key in keys:  # as _construct_mapping refuses it
+                raise _duplicate(key_node, keys[key])
+            keys[key] = key_node
+            mapping[key] = _plain(loader, value_node)
         return mapping
     if kind is yaml.SequenceNode and tag == _SEQ:
         return [_plain(loader, item) for item in node.value]

@@ -62,6 +62,14 @@ CASES = {
     "int-too-long-to-print": (f"hooks:\n  timeoutMs: 0x{'f' * 5000}\n", "more than 1000 digits"),
     "date-that-does-not-exist": ("hooks:\n  timeoutMs: 2026-02-30\n", "day is out of range"),
     "tag-that-cannot-build": ("hooks:\n  timeoutMs: !!float x\n", "its !!tag cannot build"),
+    "section-written-twice": (
+        "hooks:\n  timeoutMs: 100\nsessions: {}\nhooks:\n  enabled: false\n",
+        "gatewayd.yaml:4:1: invalid YAML: duplicate key 'hooks' (first on line 1)",
+    ),
+    "key-written-twice-in-a-flow-map": (
+        "gateway:\n  queue: {capacity: 10, capacity: 20}\n",
+        "duplicate key 'capacity' (first on line 2)",
+    ),
     "hook-setting-nested-300-deep": (
         f"hooks:\n  entries:\n    x:\n      y: {'[' * 300}{']' * 300}\n",
         "hooks.entries.x.y: nested more than 64 levels deep",
@@ -164,4 +172,29 @@ def test_a_log_file_that_is_a_fifo_no_one_reads_is_refused_not_waited_on(
     assert daemon.stop() == 0
     daemon.start()  # the same config at start: ready, the file left out
     assert "FIFO that no process reads" in daemon.wait_log("log.file_failed")["error"]
+    assert daemon.stop() == 0
+
+
+def test_a_hook_md_with_a_key_written_twice_is_invalid_and_says_where(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    """PyYAML keeps the last of two equal keys without a word (js-yaml, which reads OpenClaw's
+    HOOK.md files, refuses them): a second ``metadata:`` would silently drop the first one's
+    events. With an alias in the file, PyYAML's own construction is used: refused there too,
+    while a key a merge (``<<``) brings in may still be overridden."""
+    hooks = state_dir / "hooks"
+    meta = "metadata: {eliza: {events: [command:x]}}"
+    write_hook(hooks, "twice", hook_md=f"---\nname: twice\n{meta}\n{meta}\n---\n")
+    aliased = f"base: &b {{k: 1}}\nover:\n  <<: *b\n  k: 2\nagain: {{k: 1, k: 2}}\n{meta}"
+    write_hook(hooks, "twice-aliased", hook_md=f"---\nname: twice-aliased\n{aliased}\n---\n")
+    merged = f"base: &b {{k: 1}}\nover:\n  <<: *b\n  k: 2\n{meta}"
+    write_hook(hooks, "merged", hook_md=f"---\nname: merged\n{merged}\n---\n")
+    daemon = start_daemon()
+    with daemon.control() as control:
+        listing = {h["name"]: h for h in control.ok("hooks")["hooks"]}
+    for name, line in (("twice", 4), ("twice-aliased", 7)):
+        reasons = " ".join(listing[name]["reasons"])
+        assert listing[name]["status"] == "invalid", listing[name]
+        assert f":{line}:" in reasons and "duplicate key" in reasons, listing[name]
+    assert listing["merged"]["status"] != "invalid", listing["merged"]
     assert daemon.stop() == 0
