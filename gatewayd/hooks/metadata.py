@@ -429,6 +429,12 @@ def parse_manifest(text: str, path: Path, *, source: str | None = None) -> HookM
     if meta is None:  # the defaults, so that the checks below still run
         meta = ElizaMeta()
 
+    if len(meta.events) > MAX_EVENTS:
+        errors.append(
+            f"{where}: {prefix}events lists {len(meta.events)} keys, more than {MAX_EVENTS}: list "
+            "the events the hook handles (a type alone, such as command, covers all of its actions)"
+        )
+        meta = meta.model_copy(update={"events": []})
     keys, event_warnings = resolve_all(meta.events)
     notes += [f"{prefix}{warning}" for warning in event_warnings]
     notes += _platform_warnings(meta.os, prefix)
@@ -468,6 +474,10 @@ def parse_manifest(text: str, path: Path, *, source: str | None = None) -> HookM
         warnings=tuple(f"{where}: {w}" for w in notes),
     )
 
+
+MAX_EVENTS = 1000
+"""The most event keys one hook may list: the vocabulary has a few dozen, and each unknown key
+is matched against all of them for a suggestion (70,000 misspelt keys took 12 s of a load)."""
 
 MAX_HOOK_MD_BYTES = 1024 * 1024
 """A HOOK.md over 1 MiB is refused (never read whole); so is one that is not a regular file."""

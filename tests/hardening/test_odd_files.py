@@ -192,6 +192,26 @@ def test_a_requires_config_path_of_many_parts_does_not_stall_the_load(
     assert daemon.stop() == 0
 
 
+def test_a_hook_listing_too_many_events_is_invalid_and_the_load_goes_on(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    """Each unknown event key is matched against the vocabulary for a suggestion: a HOOK.md
+    of 70,000 misspelt keys (under the size limit) took 12 s of every load."""
+    hooks = state_dir / "hooks"
+    write_hook(hooks, "plain", events=["command:x"])
+    keys = ",".join(f"x:{i}" for i in range(70_000))  # one comma-separated string, 0.5 MB
+    write_hook(
+        hooks, "many", hook_md=f'---\nname: many\nmetadata: {{eliza: {{events: "{keys}"}}}}\n---\n'
+    )
+    daemon = start_daemon()
+    with daemon.control() as control:
+        listing = {h["name"]: h for h in control.ok("hooks")["hooks"]}
+        assert control.ok("message", sessionKey="s", text="/x")["messages"] == ["plain"]
+    assert listing["many"]["status"] == "invalid", listing["many"]
+    assert "events lists 70000 keys, more than 1000" in " ".join(listing["many"]["reasons"])
+    assert daemon.stop() == 0
+
+
 BLOCKING = """
 import threading
 threading.Event().wait()  # an import that never returns
