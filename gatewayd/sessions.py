@@ -131,6 +131,15 @@ def message_line(role: str, content: str, timestamp: str | None = None, **extra:
         return json_line(message(role, content, timestamp, **extra))
 
 
+def _loads(data: bytes) -> Any:
+    """``json.loads``, with JSON nested past the stack (1000 lists deep) a ``ValueError`` like
+    any other that is no table: it raised ``RecursionError`` out of the start."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
 @dataclass(frozen=True, slots=True)
 class SessionEntry:
     """One session: its key, its id and where its transcript is."""
@@ -254,7 +263,7 @@ class SessionManager:
     def _read_snapshot(self) -> dict[str, SessionEntry]:
         try:
             # read_regular: a FIFO or device in its place would block or never end a read.
-            raw = json.loads(read_regular(self.index_path, UNBOUNDED))
+            raw = _loads(read_regular(self.index_path, UNBOUNDED))
             if not isinstance(raw, dict):
                 raise ValueError(f"the top level is a {type(raw).__name__}, not an object")
         except FileNotFoundError:
@@ -305,7 +314,7 @@ class SessionManager:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = _loads(line)
                 key = record["k"]
                 if not isinstance(key, str):
                     raise TypeError("the key is not a string")

@@ -378,7 +378,7 @@ def decode_row(row: Sequence[Any]) -> tuple[Any, ...]:
     try:
         fields = json.loads(context)
         hooks = json.loads(only) if only else None
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:  # Recursion: nested past the stack
         raise Unreadable(f"context or only is no JSON ({exc})") from None
     if not isinstance(fields, dict):
         raise Unreadable(f"context is a JSON {type(fields).__name__}, not an object")
@@ -523,7 +523,7 @@ def _json_or_text(value: Any) -> Any:
     :func:`decode_row`, is still listed and shown)."""
     try:
         return json.loads(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 

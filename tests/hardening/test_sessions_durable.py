@@ -168,6 +168,29 @@ def test_a_torn_journal_line_is_skipped_and_the_rest_kept(
     assert daemon.stop() == 0
 
 
+def test_session_files_nested_past_the_stack_are_damaged_not_fatal(
+    start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    """JSON 100000 lists deep in ``sessions.json`` or a ``sessions.journal`` line raised
+    ``RecursionError`` out of the start (not the ``ValueError`` of any other bad JSON): the
+    daemon could not start again. Now the snapshot is set aside and the line skipped."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    sessions = state_dir / "sessions"
+    sessions.mkdir()
+    (sessions / "sessions.json").write_bytes(b'{"a": ' + deep + b"}")
+    (sessions / "sessions.journal").write_bytes(
+        b'{"k": ' + deep + b'}\n{"k": "kept", "id": "0123abcd", "at": "2025-01-01T00:00:00.000Z"}\n'
+    )
+    daemon = start_daemon()
+    assert "nested too deeply" in daemon.wait_log("sessions.index_damaged")["error"]
+    skipped = daemon.wait_log("sessions.journal_line_skipped")
+    assert skipped["line"] == 1 and "nested too deeply" in skipped["reason"]
+    with daemon.control() as control:
+        control.ok("message", sessionKey="new", text="hello")
+    assert set(session_table(state_dir)) == {"kept", "new"}
+    assert daemon.stop() == 0
+
+
 def test_keys_utf8_cannot_encode_never_break_the_table(
     start_daemon: StartDaemon, state_dir: Path
 ) -> None:

@@ -56,6 +56,7 @@ def test_a_redelivered_event_that_keeps_stopping_the_daemon_is_dead_lettered(
         ("context", "null", "JSON NoneType, not an object"),
         ("context", b"\x00\xff", "no JSON"),
         ("ts", "yesterday", "timestamp is str"),
+        pytest.param("context", "[" * 100_000 + "]" * 100_000, "no JSON", id="nested-too-deep"),
     ],
 )
 def test_a_pending_row_that_cannot_be_an_event_again_is_dead_lettered_alone(
