@@ -99,8 +99,9 @@ def encode_event(
 def decode_event(
     raw: bytes, base: Callable[[], dict[str, Any]]
 ) -> tuple[HookEvent, float, tuple[str, ...] | None, str | None]:
-    """``(event, posted epoch seconds, only, reply_to)`` of an ``e`` field."""
-    record = json.loads(raw)
+    """``(event, posted epoch seconds, only, reply_to)`` of an ``e`` field; ``ValueError``,
+    ``KeyError`` or ``TypeError`` for one no instance wrote."""
+    record = loads(raw)
     gateway = base()
     event: HookEvent = HookEvent(
         type=record["type"],
@@ -115,6 +116,16 @@ def decode_event(
     event.id = record["id"]
     only = tuple(record["only"]) if record.get("only") else None
     return event, float(record["posted"]), only, record.get("reply")
+
+
+def loads(raw: bytes | str) -> Any:
+    """``json.loads``, with JSON nested past the stack a ``ValueError`` like any other that is
+    no entry: its ``RecursionError`` ended the task reading the stream (an entry written by
+    hand stopped every read of the instance, which kept its leases)."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 def encode_reply(event: HookEvent, report: tuple[int, int, int], base: dict[str, Any]) -> str:

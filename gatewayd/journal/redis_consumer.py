@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Sequence
 from time import perf_counter
@@ -33,7 +32,7 @@ from redis import exceptions as rex
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.registry import DispatchReport
 from gatewayd.journal import redis_codec as codec
-from gatewayd.journal.base import Item
+from gatewayd.journal.base import Item, JournalError
 from gatewayd.tickets import Ticket
 
 if TYPE_CHECKING:
@@ -202,16 +201,35 @@ async def reply_reader(j: RedisJournal) -> None:
             for entry_id, fields in entries:
                 last = entry_id
                 ids.append(entry_id)
-                record = json.loads(fields[b"r"])
-                mine = j._local.pop(record["id"], None)
-                if mine is not None:  # else a duplicate, or dispatched here already
-                    event, ticket = mine
-                    ticket._finish(DispatchReport(*codec.apply_reply(event, record)))
+                _finish_remote(j, entry_id, fields)
         if ids:
             try:
                 await j._client.xdel(key, *ids)
             except UNREACHABLE as exc:
                 j._down(exc)
+
+
+def _finish_remote(j: RedisJournal, entry_id: bytes, fields: dict[bytes, bytes]) -> None:
+    """Finish the ticket a reply entry answers. An entry no instance wrote (by hand) is logged
+    and skipped: it used to end the reply reader, and no remote reply was read again."""
+    mine = None
+    try:
+        record = codec.loads(fields[b"r"])
+        mine = j._local.pop(record["id"], None)
+        if mine is not None:  # else a duplicate, or dispatched here already
+            event, ticket = mine
+            ticket._finish(DispatchReport(*codec.apply_reply(event, record)))
+    except (KeyError, TypeError, ValueError) as exc:
+        log.error("queue.bad_reply", entry=entry_id, error=f"{type(exc).__name__}: {exc}")
+        if mine is not None:  # its poster is told the reply was lost, not left waiting
+            event, ticket = mine
+            ticket._finish(
+                None,
+                JournalError(
+                    f"the reply to {event.id} from the instance that dispatched it cannot be "
+                    f"read ({type(exc).__name__}: {exc})"
+                ),
+            )
 
 
 def _text(value: Any) -> str:
