@@ -129,8 +129,10 @@ async def reader(j: RedisJournal) -> None:
             delay = min(delay * 2, BACKOFF[1])
             continue
         except rex.ResponseError as exc:
-            if "NOGROUP" not in str(exc):
-                raise
+            if not groups_gone(exc):
+                log.error("queue.reader_failed", error=f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(BACKOFF[1])
+                continue
             log.warning("queue.redis_groups_gone", note="Redis lost its data; recreated")
             await j._ensure_groups()
             continue
@@ -154,6 +156,13 @@ async def reader(j: RedisJournal) -> None:
                 # resyncs the partition if it is still ours; if not, its next owner claims them
                 # as entries stranded on another consumer.
                 j._stranded.add(partition)
+
+
+def groups_gone(exc: rex.ResponseError) -> bool:
+    """``exc`` says a partition's stream or its consumer group is gone: Redis lost its data,
+    or the stream was deleted (``UNBLOCKED``: while a read waited on it). Its next ``XADD``
+    makes the stream again without the group, so the group is made again, from the start."""
+    return "NOGROUP" in str(exc) or "UNBLOCKED" in str(exc)
 
 
 async def resync(j: RedisJournal, partition: int) -> None:
@@ -303,6 +312,14 @@ async def maintain(j: RedisJournal) -> None:
                 j._ready.discard(partition)
                 j._draining.discard(partition)
             delay = min(delay * 2, BACKOFF[1])
+        except rex.ResponseError as exc:
+            if not groups_gone(exc):
+                log.exception("queue.lease_round_failed", error=f"{type(exc).__name__}: {exc}")
+                continue
+            # Found here when no read was waiting on the stream as it went.
+            log.warning("queue.redis_groups_gone", note="a stream or group was gone; recreated")
+            with contextlib.suppress(*UNREACHABLE):
+                await j._ensure_groups()
         except Exception as exc:  # a bug: logged, and the leases are still renewed
             log.exception("queue.lease_round_failed", error=f"{type(exc).__name__}: {exc}")
 

@@ -4,7 +4,10 @@
   and acknowledged, and the partition's next events are dispatched; it used to end the reader
   task, and the instance kept its leases while reading nothing again;
 * a reply entry that is no reply: it is logged (``queue.bad_reply``) and skipped, and replies
-  from the other instance still reach their posters; it used to end the reply reader.
+  from the other instance still reach their posters; it used to end the reply reader;
+* a partition's stream deleted (``DEL``) under a running instance: its group is made again and
+  the events posted after are dispatched. Redis answers the read waiting on the stream with
+  ``UNBLOCKED``, which ended the reader, and the next ``XADD`` makes the stream without a group.
 """
 
 from __future__ import annotations
@@ -66,3 +69,21 @@ def test_a_reply_entry_that_is_no_reply_is_skipped_and_replies_go_on(
     assert answer["ok"] and answer["messages"] == [f"n=7 pid={second.proc.pid}"], answer
     assert [r["n"] for r in read_shared(instances.record)] == [7]
     assert first.stop() == 0 and second.stop() == 0
+
+
+def test_a_stream_deleted_under_a_running_instance_gets_its_group_back(
+    instances: Instances, redis_server: RedisServer
+) -> None:
+    (daemon,) = instances(1, partitions=1)
+    daemon.request("trigger", event="command:work", sessionKey="s", context={"n": 0}, wait=True)
+    with redis_server.client() as client:
+        client.delete("gatewayd:p:0")
+    with daemon.control() as control:
+        for n in range(1, 6):
+            control.ok("trigger", event="command:work", sessionKey="s", context={"n": n})
+    daemon.wait_log("queue.redis_groups_gone")
+    wait_until(
+        lambda: [r["n"] for r in read_shared(instances.record)] == list(range(6)),
+        what="the events posted after the stream went dispatched, in order",
+    )
+    assert daemon.stop() == 0
