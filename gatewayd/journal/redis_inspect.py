@@ -19,21 +19,33 @@ if TYPE_CHECKING:
 
 
 def _record(event_id: str, raw: bytes, full: bool) -> dict[str, Any]:
-    dead = json.loads(raw)
-    entry = json.loads(dead["entry"])
-    record: dict[str, Any] = {
-        "id": event_id,
-        "event": dead["event"],
-        "sessionKey": dead["session"],
-        "timestamp": dead["timestamp"],
-        "state": "dead",
-        "doneAt": codec.iso(dead["at"]),
-        "only": entry.get("only"),
-        "deadLetters": [{**letter, "at": codec.iso(dead["at"])} for letter in dead["letters"]],
-    }
-    if full:
-        record["context"] = entry["ctx"]
+    try:
+        dead = codec.loads(raw)
+        entry = codec.loads(dead["entry"])
+        record: dict[str, Any] = {
+            "id": event_id,
+            "event": dead["event"],
+            "sessionKey": dead["session"],
+            "timestamp": dead["timestamp"],
+            "state": "dead",
+            "doneAt": codec.iso(dead["at"]),
+            "only": entry.get("only"),
+            "deadLetters": [{**letter, "at": codec.iso(dead["at"])} for letter in dead["letters"]],
+        }
+        if full:
+            record["context"] = entry["ctx"]
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise _unreadable(event_id, exc) from None
     return record
+
+
+def _unreadable(event_id: str, exc: Exception) -> ValueError:
+    """A dead letter no instance wrote (put into ``<ns>:dead`` by hand): the error names it and
+    the fix, not a bare JSON parser message that said nothing of where."""
+    return ValueError(
+        f"the dead letter {event_id} in the Redis queue cannot be read "
+        f"({type(exc).__name__}: {exc}); remove it with `gatewayd events purge {event_id}`"
+    )
 
 
 def _pending(journal: RedisJournal, session: str | None) -> list[dict[str, Any]]:
@@ -88,10 +100,13 @@ async def query_dead(journal: RedisJournal, request: dict[str, Any]) -> dict[str
         raise ValueError(f"no dead letter {missing[0]} in the Redis queue {journal.keys.ns}")
     pipe = client.pipeline(transaction=True)
     if action == "retry":
-        for raw in found:
-            dead = json.loads(raw)
-            only = tuple(sorted({letter["hook"] for letter in dead["letters"]}))
-            partition, entry = journal.retry_raw(dead["entry"], only)
+        for event_id, raw in zip(ids, found, strict=True):
+            try:
+                dead = codec.loads(raw)
+                only = tuple(sorted({letter["hook"] for letter in dead["letters"]}))
+                partition, entry = journal.retry_raw(dead["entry"], only)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise _unreadable(event_id, exc) from None
             pipe.xadd(journal.keys.stream(partition), {"e": entry})
     if ids:
         pipe.hdel(key, *ids)

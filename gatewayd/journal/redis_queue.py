@@ -424,7 +424,7 @@ class RedisJournal(Journal):
 
     def retry_raw(self, raw: str, only: tuple[str, ...]) -> tuple[int, str]:
         """A dead letter's entry for ``XADD`` again, limited to the hooks that failed."""
-        record = json.loads(raw)
+        record = codec.loads(raw)
         record["only"] = list(only)
         record["posted"] = time.time()
         record.pop("reply", None)

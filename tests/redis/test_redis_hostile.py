@@ -7,7 +7,9 @@
   from the other instance still reach their posters; it used to end the reply reader;
 * a partition's stream deleted (``DEL``) under a running instance: its group is made again and
   the events posted after are dispatched. Redis answers the read waiting on the stream with
-  ``UNBLOCKED``, which ended the reader, and the next ``XADD`` makes the stream without a group.
+  ``UNBLOCKED``, which ended the reader, and the next ``XADD`` makes the stream without a group;
+* a dead letter that is no dead letter in ``<ns>:dead``: ``events list``, ``show`` and ``retry``
+  name it and ``events purge``, which removes it (they answered a bare JSON parser error).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from tests.support.state import wait_until
 pytestmark = [pytest.mark.xdist_group("redis")]  # one worker: redis-servers and instances
 
 DEEP = "[" * 100_000 + "]" * 100_000
+BOGUS = "ffff0000-1"
+"""The id of a dead letter put into ``<ns>:dead`` by hand."""
 
 
 def test_an_entry_nested_past_the_stack_is_skipped_and_reading_goes_on(
@@ -86,4 +90,26 @@ def test_a_stream_deleted_under_a_running_instance_gets_its_group_back(
         lambda: [r["n"] for r in read_shared(instances.record)] == list(range(6)),
         what="the events posted after the stream went dispatched, in order",
     )
+    assert daemon.stop() == 0
+
+
+@pytest.mark.parametrize("letter", ["not json", '{"entry": "[1]"}', '{"letters": 5}'])
+def test_a_dead_letter_that_is_no_dead_letter_names_itself_and_the_fix(
+    instances: Instances, redis_server: RedisServer, letter: str
+) -> None:
+    (daemon,) = instances(1, partitions=1)
+    with redis_server.client() as client:
+        client.hset("gatewayd:dead", BOGUS, letter)
+    with daemon.control() as control:
+        for action, fields in (
+            ("list", {"state": "dead"}),
+            ("show", {"eventId": BOGUS}),
+            ("retry", {"ids": [BOGUS]}),
+        ):
+            reply = control.request("events", action=action, **fields)
+            assert not reply["ok"], reply
+            message = reply["error"]["message"]
+            assert f"dead letter {BOGUS}" in message and f"events purge {BOGUS}" in message, message
+        assert control.ok("events", action="purge", ids=[BOGUS])["purged"] == 1
+        assert control.ok("events", action="list", state="dead")["events"] == []
     assert daemon.stop() == 0
