@@ -321,7 +321,8 @@ class RedisJournal(Journal):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF[1])
             except rex.ResponseError as exc:
-                full = str(exc).startswith("OOM")
+                # Redis's "OOM ..." answer: the client raises it without the prefix.
+                full = isinstance(exc, rex.OutOfMemoryError)
                 log.error("queue.redis_refused", error=str(exc), events=len(rows))
                 error = (JournalFull if full else JournalError)(
                     f"Redis at {self.url} refused the event ({exc})"
