@@ -79,7 +79,7 @@ from gatewayd.outbox import Outbox
 from gatewayd.paths import ensure_private_dir
 from gatewayd.redact import redact
 from gatewayd.retries import retry_policy
-from gatewayd.sessions import SessionManager, TranscriptLimits
+from gatewayd.sessions import SessionManager, SessionsUnusable, TranscriptLimits
 from gatewayd.systemd import Notifier, watchdog_interval, watchdog_loop
 from gatewayd.timestamps import iso_utc
 from gatewayd.triggers import Dispatcher, QueueClosed, Ticket, TriggerQueue
@@ -843,7 +843,10 @@ class Gateway:
         self._load.apply(self.registry, spec)
         self.node.activate(generation)
         self._set_retry_policy(self._load, self.config)
-        await anyio.to_thread.run_sync(self.sessions.load)
+        try:
+            await anyio.to_thread.run_sync(self.sessions.load)
+        except SessionsUnusable as exc:
+            return self._fail_start(exc)
         try:  # what an earlier run accepted and never finished goes first, in its order
             self.queue.restore(await self.journal.open())
         except JournalError as exc:
@@ -877,7 +880,7 @@ class Gateway:
         tg.start_soon(self._fire_startup, self.config.settings.gateway.startup_hook_delay_ms / 1000)
         return True
 
-    def _fail_start(self, exc: ChannelError | JournalError) -> bool:
+    def _fail_start(self, exc: ChannelError | JournalError | SessionsUnusable) -> bool:
         log.error("gateway.start_failed", error=str(exc))
         print(f"error: {exc}", file=sys.stderr, flush=True)
         self.exit_code = exc.exit_code if isinstance(exc, JournalError) else EXIT_FAILED

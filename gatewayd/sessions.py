@@ -219,6 +219,10 @@ class _OpenTranscripts:
             self.close(path)
 
 
+class SessionsUnusable(Exception):
+    """The sessions directory cannot be made or used (a file in its place): the start fails."""
+
+
 class SessionManager:
     """The session table and transcripts under one directory (``<state>/sessions``)."""
 
@@ -253,8 +257,15 @@ class SessionManager:
 
         A damaged snapshot is set aside, not fatal; a torn or bad journal line is skipped.
         The journal is then folded into a fresh snapshot, so this run appends to an empty one.
+        Raises :class:`SessionsUnusable` when the directory cannot be made.
         """
-        ensure_private_dir(self.directory)
+        try:
+            ensure_private_dir(self.directory)
+        except OSError as exc:  # a file where the directory goes: a traceback at start
+            raise SessionsUnusable(
+                f"cannot use the sessions directory {self.directory}: {exc.strerror or exc}; "
+                "move what is at that path aside"
+            ) from None
         self._sessions = self._read_snapshot()
         replayed = self._replay_journal()
         if replayed:

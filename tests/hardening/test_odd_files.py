@@ -420,3 +420,18 @@ def test_session_state_files_that_are_fifos_are_set_aside_and_the_daemon_starts(
             assert record["moved_to"].endswith(f".damaged-{daemon.proc.pid}"), record
         assert "s" in session_table(state_dir)
         assert daemon.stop() == 0
+
+
+def test_a_file_where_the_sessions_directory_goes_stops_the_start_naming_it(
+    start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    """``<state>/sessions`` a regular file: the start ended in a FileExistsError traceback.
+    Now it fails with exit 1 and an error that names the path and the fix."""
+    (state_dir / "sessions").write_text("not a directory\n")
+    daemon = start_daemon(wait_ready=False)
+    assert daemon.wait(timeout=30) == 1
+    error = daemon.wait_log("gateway.start_failed")["error"]
+    assert f"cannot use the sessions directory {state_dir / 'sessions'}" in error
+    assert "move what is at that path aside" in error
+    assert "Traceback" not in daemon.stderr_text()
+    assert daemon.shutdown_line()["exit_code"] == 1
