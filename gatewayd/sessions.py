@@ -500,7 +500,17 @@ class SessionManager:
             limits = self.limits
             if limits.max_bytes and size and size + len(data) > limits.max_bytes:
                 self._open.close(path)
-                self._rotate(path)
+                try:
+                    self._rotate(path)
+                except OSError as exc:
+                    # Something in a backup's place (a directory named like one): the lines go
+                    # on past the limit, not nowhere (they were dropped, every one, until fixed).
+                    log.error(
+                        "sessions.rotate_failed",
+                        path=str(path),
+                        error=str(exc),
+                        fix=f"move aside what is not a transcript backup beside {path.name}",
+                    )
                 fd, size = self._open_transcript(path)
             try:
                 append_whole(fd, data, size)

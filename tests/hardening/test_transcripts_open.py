@@ -145,3 +145,16 @@ def test_a_message_line_is_the_json_of_its_record() -> None:
     stamped = json.loads(message_line("assistant", "hi"))
     assert list(stamped) == ["role", "content", "timestamp"]
     assert stamped["timestamp"].endswith("Z")
+
+
+def test_a_backup_that_cannot_be_rotated_does_not_swallow_the_next_lines(tmp_path: Path) -> None:
+    """A directory named like a transcript backup: every rotation failed, and each line that
+    would have rotated the transcript was dropped. Now the lines go on past the limit."""
+    manager, entry = started(tmp_path, TranscriptLimits(max_bytes=200, backups=2))
+    path = entry.session_file
+    path.with_name(f"{path.name}.2").mkdir()
+    texts = [f"line {n} " + "x" * 60 for n in range(8)]
+    for text in texts:
+        append(manager, entry, text)
+    assert contents(path.with_name(f"{path.name}.1")) + contents(path) == texts
+    manager.close()
