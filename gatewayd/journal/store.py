@@ -139,6 +139,10 @@ def connect(path: Path, sync: str) -> tuple[sqlite3.Connection, str]:
             if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
                 raise Damaged("an SQLite file that is not a gatewayd journal")
             conn.executescript(f"BEGIN IMMEDIATE; {SCHEMA} COMMIT;")
+        elif (lacking := _lacking(conn)) is not None:
+            # An SQLite file of another program (or edited by hand) that set user_version: it
+            # failed every start with "no such table: meta".
+            raise Damaged(f"not a gatewayd journal (schema {version}): {lacking}")
         # Journals written before the table existed get it here (same schema version).
         conn.execute(
             "CREATE TABLE IF NOT EXISTS recoveries "
@@ -154,6 +158,27 @@ def connect(path: Path, sync: str) -> tuple[sqlite3.Connection, str]:
         conn.close()
         raise
     return conn, epoch
+
+
+TABLES = {
+    "meta": frozenset({"key", "value"}),
+    "events": frozenset(
+        {"seq", "session", "type", "action", "ts", "context", "only", "state", "done_at"}
+    ),
+    "dead": frozenset({"seq", "hook", "error", "attempts", "at"}),
+}
+"""The tables and columns every query here relies on (``recoveries`` is made when missing)."""
+
+
+def _lacking(conn: sqlite3.Connection) -> str | None:
+    """What of :data:`TABLES` the file lacks (None: nothing)."""
+    for table, columns in TABLES.items():
+        have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if not have:
+            return f"no table {table}"
+        if missing := columns - have:
+            return f"table {table} lacks {', '.join(sorted(missing))}"
+    return None
 
 
 def set_aside(path: Path) -> Path:

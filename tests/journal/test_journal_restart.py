@@ -172,6 +172,37 @@ def test_a_journal_path_that_is_no_file_is_set_aside_and_the_daemon_starts(
     assert daemon.stop() == 0
 
 
+@pytest.mark.parametrize(
+    ("script", "reason"),
+    [
+        ("CREATE TABLE other (a); PRAGMA user_version = 1;", "no table meta"),
+        ("CREATE TABLE other (a); PRAGMA user_version = -1;", "no table meta"),
+        ("ALTER TABLE events DROP COLUMN done_at;", "table events lacks done_at"),
+    ],
+    ids=["other-program", "negative-version", "column-dropped"],
+)
+def test_an_sqlite_file_with_a_version_and_not_the_tables_is_set_aside(
+    start_daemon: StartDaemon, state_dir: Path, script: str, reason: str
+) -> None:
+    """An SQLite file that claims a schema version and lacks the journal's tables (another
+    program's, or one edited by hand): every start failed with "no such table: meta"."""
+    daemon = start_daemon({"hooks": NO_LOGGER})
+    assert daemon.stop() == 0
+    journal = state_dir / "journal" / "events.db"
+    if "other" in script:
+        journal.unlink()
+    db = sqlite3.connect(journal, isolation_level=None)
+    db.executescript(script)
+    db.close()
+
+    daemon = start_daemon()
+    aside = daemon.wait_log("journal.set_aside")
+    assert reason in aside["reason"] and "not a gatewayd journal" in aside["reason"]
+    with daemon.control() as control:
+        control.ok("trigger", event="command:work", sessionKey="after", context={"n": 1})
+    assert daemon.stop() == 0
+
+
 def test_a_pending_row_damaged_by_hand_is_dead_lettered_and_the_rest_redelivered(
     start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
 ) -> None:
