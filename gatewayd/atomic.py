@@ -121,17 +121,25 @@ def append_whole(fd: int, data: bytes, size: int | None = None) -> None:
         raise
 
 
-def trim_torn_tail(fd: int) -> int:
-    """Cut an unterminated last line off the file open (read/write) on ``fd``.
+TORN_SCAN = 16 * 1024 * 1024
+"""How far back :func:`trim_torn_tail` looks for the last newline. Unbounded, a large file with
+none (a sparse 8 GiB one: 18 s) was read whole on the event loop at a transcript's first append,
+which froze the daemon meanwhile; this bound reads at most ~35 ms of it."""
 
-    Returns the number of bytes removed (0 when the file is empty or ends with a newline).
+
+def trim_torn_tail(fd: int) -> int:
+    """Cut an unterminated last line off the file open (read/write, ``O_APPEND``) on ``fd``.
+
+    Returns the number of bytes removed (0 when the file is empty or ends with a newline). A
+    last line longer than :data:`TORN_SCAN` is not one a writer tore: it is ended with a newline
+    instead (nothing removed), so that the next line starts on its own.
     """
     size = os.fstat(fd).st_size
     if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
         return 0
-    end = size
-    while end > 0:
-        start = max(0, end - TAIL_CHUNK)
+    end, floor = size, max(0, size - TORN_SCAN)
+    while end > floor:
+        start = max(floor, end - TAIL_CHUNK)
         chunk = os.pread(fd, end - start, start)
         cut = chunk.rfind(b"\n")
         if cut >= 0:
@@ -139,6 +147,9 @@ def trim_torn_tail(fd: int) -> int:
             break
         end = start
     else:
+        if floor:
+            write_all(fd, b"\n")
+            return 0
         keep = 0
     os.ftruncate(fd, keep)
     return size - keep

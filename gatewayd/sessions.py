@@ -29,7 +29,8 @@ transcript removed, renamed or replaced under the daemon is opened (created) aga
 and its next lines land there, not in the file that was moved away. A write the disk refuses
 (full, quota) is logged; journal lines are kept and written with the next change, transcript
 lines are dropped; a part-written line is cut back, and a transcript's torn last line (a daemon
-killed mid-write) is cut off before the first append of a run. A transcript over
+killed mid-write) is cut off before the first append of a run (one over 16 MiB is ended with a
+newline instead: :data:`gatewayd.atomic.TORN_SCAN`). A transcript over
 ``sessions.transcriptMaxBytes`` is rotated to ``<sessionId>.jsonl.1`` ... (``transcriptBackups``).
 
 Session ids are checked (``[A-Za-z0-9_-]``, at most 128 characters) wherever they come from, so
@@ -534,7 +535,7 @@ class SessionManager:
                 self._checked.add(path)
                 if cut := trim_torn_tail(fd):
                     log.warning("sessions.transcript_repaired", path=str(path), cut_bytes=cut)
-                    size -= cut
+                size = os.fstat(fd).st_size  # cut, or a newline ending an overlong last line
         except BaseException:
             os.close(fd)
             raise

@@ -158,3 +158,20 @@ def test_a_backup_that_cannot_be_rotated_does_not_swallow_the_next_lines(tmp_pat
         append(manager, entry, text)
     assert contents(path.with_name(f"{path.name}.1")) + contents(path) == texts
     manager.close()
+
+
+def test_a_huge_last_line_is_ended_not_searched_to_the_start(tmp_path: Path) -> None:
+    """A transcript of 1 GiB with no newline (sparse: made by hand): the torn-tail check read
+    all of it backwards on the event loop before the first append (8 GiB: 18 s frozen) and
+    then cut it to nothing. Beyond ``TORN_SCAN`` the last line is ended, and kept."""
+    manager, entry = started(tmp_path, TranscriptLimits(max_bytes=0))
+    path = entry.session_file
+    with path.open("wb") as f:
+        f.truncate(1 << 30)
+    append(manager, entry, "one")
+    assert path.stat().st_size > 1 << 30
+    with path.open("rb") as f:
+        f.seek((1 << 30) - 1)
+        tail = f.read()
+    assert tail.splitlines()[0] == b"\0" and json.loads(tail.splitlines()[1])["content"] == "one"
+    manager.close()
