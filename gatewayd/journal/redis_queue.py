@@ -206,12 +206,21 @@ class RedisJournal(Journal):
         pipe = self._client.pipeline(transaction=False)
         pipe.hsetnx(self.keys.meta, "partitions", self.partitions)
         pipe.hget(self.keys.meta, "partitions")
-        _, stored = await pipe.execute()
-        if int(stored) != self.partitions:
+        _, raw = await pipe.execute()
+        try:
+            stored = int(raw)
+        except (TypeError, ValueError):  # written by hand: a traceback at every start
+            shown = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
             raise JournalError(
-                f"the Redis queue {self.keys.ns!r} at {self.url} has {int(stored)} partitions, "
+                f"the Redis queue {self.keys.ns!r} at {self.url} has {shown!r} as its partition "
+                f"count in {self.keys.meta}, not a number: set it to the count every instance "
+                f"uses (HSET {self.keys.meta} partitions N), or delete it when no instance runs"
+            ) from None
+        if stored != self.partitions:
+            raise JournalError(
+                f"the Redis queue {self.keys.ns!r} at {self.url} has {stored} partitions, "
                 f"this instance is set to {self.partitions}: set gateway.queue.redis.partitions "
-                f"to {int(stored)} (or use another gateway.queue.redis.namespace)"
+                f"to {stored} (or use another gateway.queue.redis.namespace)"
             )
 
     async def _ensure_groups(self) -> None:

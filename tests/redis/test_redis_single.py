@@ -6,6 +6,8 @@
   and acknowledged (nothing pending in Redis afterwards);
 * ``status`` shows the backend, the instance, every partition owned with its lag and pending;
 * Redis absent at start: ``gatewayd run`` exits 69 with an error naming the URL;
+* a partition count in ``<ns>:meta`` that is no number (written by hand): the start fails with
+  exit 1 naming the key and the fix (it was a ``ValueError`` traceback);
 * Redis at its ``maxmemory``: the event is refused with ``journal_full`` (it was
   ``journal_error``: the client raises Redis's ``OOM`` answer without the prefix the queue
   looked for), and accepted again once Redis has room;
@@ -173,3 +175,26 @@ def test_redis_at_maxmemory_refuses_with_journal_full(
     )
     assert reply["messages"] == [f"n=2 pid={daemon.proc.pid}"]
     assert daemon.stop() == 0
+
+
+def test_a_partition_count_that_is_no_number_stops_the_start_naming_the_key(
+    redis_server: RedisServer,
+) -> None:
+    with redis_server.client() as client:
+        client.hset("gatewayd:meta", "partitions", "abc")
+    state = new_state_dir()
+    try:
+        write_config(state, instance_config(redis_server.url))
+        proc = subprocess.run(
+            [sys.executable, "-m", "gatewayd", "run"],
+            env=clean_env(state),
+            cwd=state,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 1, proc.stderr
+        assert "has 'abc' as its partition count in gatewayd:meta" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    finally:
+        subprocess.run(["rm", "-rf", str(state)], check=False)
