@@ -232,9 +232,26 @@ class RedisJournal(Journal):
                 raise result
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
+        name = getattr(coro, "__qualname__", None)  # what queue.task_failed names
+        task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        """A task of the queue ended. Its readers and lease rounds handle what Redis can do to
+        them; one that died anyway of an error is a bug that leaves partitions unread (or
+        acks unsent): said loudly here, not only as asyncio's "Task exception was never
+        retrieved" at exit."""
+        self._tasks.discard(task)
+        if task.cancelled() or (exc := task.exception()) is None:
+            return
+        log.error(
+            "queue.task_failed",
+            task=task.get_name(),
+            error=f"{type(exc).__name__}: {exc}",
+            exc_info=exc,
+            fix="restart gatewayd to read the queue again, and report this as a bug",
+        )
 
     def _up(self) -> None:
         if not self.connected and self.lost_since is not None:

@@ -92,3 +92,32 @@ def test_entries_read_as_the_lease_lapsed_mark_the_partition_for_a_resync() -> N
 def test_entries_read_as_shutdown_began_are_left_to_the_next_owner() -> None:
     j = asyncio.run(read_once(shutdown_meanwhile=True))
     assert j._stranded == set()
+
+
+def test_a_queue_task_that_dies_of_an_error_is_logged_with_the_fix() -> None:
+    from structlog.testing import capture_logs
+
+    from gatewayd.journal.redis_queue import RedisJournal
+
+    async def dies() -> None:
+        raise RuntimeError("a bug in a reader")
+
+    async def finishes() -> None:
+        return None
+
+    async def run() -> set[Any]:
+        queue: Any = SimpleNamespace(_tasks=set())
+        queue._ended = lambda task: RedisJournal._ended(queue, task)
+        for coro in (dies(), finishes()):
+            RedisJournal._spawn(queue, coro)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return queue._tasks  # type: ignore[no-any-return]
+
+    with capture_logs() as logs:
+        left = asyncio.run(run())
+    assert left == set()
+    failed = [e for e in logs if e["event"] == "queue.task_failed"]
+    assert len(failed) == 1, logs
+    assert failed[0]["error"] == "RuntimeError: a bug in a reader"
+    assert failed[0]["task"].endswith("dies") and "restart gatewayd" in failed[0]["fix"]
