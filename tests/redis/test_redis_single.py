@@ -83,19 +83,24 @@ def test_replies_order_and_status(instances: Instances, redis_server: RedisServe
     assert daemon.stop() == 0
 
 
+def start_once(state: Path, url: str) -> subprocess.CompletedProcess[str]:
+    """``gatewayd run`` on ``state`` with the Redis queue at ``url``, for a start that fails."""
+    write_config(state, instance_config(url))
+    return subprocess.run(
+        [sys.executable, "-m", "gatewayd", "run"],
+        env=clean_env(state),
+        cwd=state,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def test_redis_absent_at_start_exits_69(redis_server: RedisServer) -> None:
     redis_server.stop()
     state = new_state_dir()
     try:
-        write_config(state, instance_config(redis_server.url))
-        proc = subprocess.run(
-            [sys.executable, "-m", "gatewayd", "run"],
-            env=clean_env(state),
-            cwd=state,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        proc = start_once(state, redis_server.url)
         assert proc.returncode == 69, proc.stderr
         assert f"cannot reach Redis at {redis_server.url}" in proc.stderr
         assert "gateway.queue.redis.url" in proc.stderr
@@ -184,15 +189,7 @@ def test_a_partition_count_that_is_no_number_stops_the_start_naming_the_key(
         client.hset("gatewayd:meta", "partitions", "abc")
     state = new_state_dir()
     try:
-        write_config(state, instance_config(redis_server.url))
-        proc = subprocess.run(
-            [sys.executable, "-m", "gatewayd", "run"],
-            env=clean_env(state),
-            cwd=state,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        proc = start_once(state, redis_server.url)
         assert proc.returncode == 1, proc.stderr
         assert "has 'abc' as its partition count in gatewayd:meta" in proc.stderr
         assert "Traceback" not in proc.stderr
