@@ -18,27 +18,36 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gatewayd.hooks.loader import HookRecord
+if TYPE_CHECKING:  # the loader fingerprints a stuck import's hook with this module's function
+    from gatewayd.hooks.loader import HookRecord
 
 Fingerprint = tuple[tuple[str, int, int], ...]
+
+DEEP_FILES = 1000
+"""Files a deep :func:`fingerprint` looks at, at most."""
 
 MAX_FILES = 50
 """Changed paths listed on the reload line (the count is always given)."""
 
 
-def _fingerprint(directory: str) -> Fingerprint:
-    """A hook directory's top-level files, or a single-file hook's one file."""
-    if os.path.isfile(directory):
+def fingerprint(path: str, *, deep: bool = False) -> Fingerprint:
+    """``(name, mtime_ns, size)`` of the entries at a hook directory's top level, or of a
+    single-file hook's one file, sorted; hidden names and ``__pycache__`` left out. ``deep``:
+    of every file under the directory instead (names relative to it, at most
+    :data:`DEEP_FILES`): whether a stuck import's hook changed (``hooks/loader.py``)."""
+    if os.path.isfile(path):
         try:
-            st = os.stat(directory)
+            st = os.stat(path)
         except OSError:
             return ()
-        return ((os.path.basename(directory), st.st_mtime_ns, st.st_size),)
+        return ((os.path.basename(path), st.st_mtime_ns, st.st_size),)
+    if deep:
+        return _deep(path)
     found = []
     try:
-        with os.scandir(directory) as entries:
+        with os.scandir(path) as entries:
             for entry in entries:
                 if entry.name.startswith(".") or entry.name == "__pycache__":
                     continue
@@ -52,9 +61,25 @@ def _fingerprint(directory: str) -> Fingerprint:
     return tuple(sorted(found))
 
 
+def _deep(directory: str) -> Fingerprint:
+    found = []
+    for top, dirs, files in os.walk(directory):  # an unreadable directory is left out
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
+        for name in files:
+            full = os.path.join(top, name)
+            try:
+                st = os.stat(full)
+            except OSError:
+                continue
+            found.append((os.path.relpath(full, directory), st.st_mtime_ns, st.st_size))
+            if len(found) >= DEEP_FILES:
+                return tuple(sorted(found))
+    return tuple(sorted(found))
+
+
 def fingerprints(records: Iterable[HookRecord]) -> dict[str, Fingerprint]:
     """The fingerprint of each ready hook's directory (runs file I/O: call off the loop)."""
-    return {r.name: _fingerprint(r.path) for r in records if r.status == "ready"}
+    return {r.name: fingerprint(r.path) for r in records if r.status == "ready"}
 
 
 def load_changes(

@@ -25,7 +25,6 @@ source ``config``; their module must resolve inside the managed, bundled or work
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import os
 import threading
@@ -42,6 +41,7 @@ import structlog
 from gatewayd.hooks.agents import SHARED, HookScope, in_scope, plain_name
 from gatewayd.hooks.bounded import Abandoned, Overrun, Watch, run_watched
 from gatewayd.hooks.cfgview import hook_cfg, public_cfg
+from gatewayd.hooks.changes import Fingerprint, fingerprint
 from gatewayd.hooks.discovery import Discovery, FoundHook, HookRoot, discover
 from gatewayd.hooks.eligibility import NOTHING_MISSING, EligibilityChecker
 from gatewayd.hooks.events import EventKeyError, parse_event_key
@@ -794,37 +794,15 @@ class _Builder:
         )
 
 
-def _sources_stamp(sources: str) -> frozenset[tuple[str, int, int]]:
-    """``(path, mtime_ns, size)`` of a single-file hook's file or of the files under a hook
-    directory (up to 1,000 of them, no ``__pycache__`` or hidden directory): whether the hook
-    changed since its import got stuck."""
-    stamp: set[tuple[str, int, int]] = set()
-    if not os.path.isdir(sources):
-        with contextlib.suppress(OSError):
-            st = os.stat(sources)
-            stamp.add((sources, st.st_mtime_ns, st.st_size))
-        return frozenset(stamp)
-    for top, dirs, files in os.walk(sources):
-        dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
-        for name in files:
-            path = os.path.join(top, name)
-            try:
-                st = os.stat(path)
-            except OSError:
-                continue
-            stamp.add((path, st.st_mtime_ns, st.st_size))
-            if len(stamp) >= 1000:
-                return frozenset(stamp)
-    return frozenset(stamp)
-
-
 @dataclass(frozen=True, slots=True)
 class _StuckImport:
     """A hook import that overran: its thread may run in it for good (Python cannot stop it)."""
 
     overrun: Overrun
     sources: str
-    stamp: frozenset[tuple[str, int, int]]
+    """The hook's directory, or a single-file hook's file."""
+    stamp: Fingerprint
+    """``fingerprint(sources, deep=True)`` when it overran."""
 
     @property
     def message(self) -> str:
@@ -836,7 +814,9 @@ class _StuckImport:
     def holds(self) -> bool:
         """Whether a load should still fail the hook rather than import it again: its thread
         still runs and no file of the hook changed since."""
-        return not self.overrun.watch.finished and _sources_stamp(self.sources) == self.stamp
+        if self.overrun.watch.finished:
+            return False
+        return fingerprint(self.sources, deep=True) == self.stamp
 
 
 class HookLoader:
@@ -888,7 +868,7 @@ class HookLoader:
                     overruns[outcome.key] = outcome.message
                     if (sources := builders[-1].sources.get(outcome.key)) is not None:
                         self._stuck[outcome.key] = _StuckImport(
-                            outcome, sources, _sources_stamp(sources)
+                            outcome, sources, fingerprint(sources, deep=True)
                         )
             except BaseException:
                 self.importer.safe_dirs = None  # as retain() does: the load is over

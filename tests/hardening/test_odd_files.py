@@ -257,7 +257,10 @@ def test_a_hook_whose_import_never_returns_is_not_imported_again_until_it_change
         control.ok("reload")
         threads = len(list(tasks.iterdir()))
         for n in range(10):
-            (plain / "handler.py").write_text(f"async def handler(event):\n    pass  # {n}\n")
+            # an edit of another hook: new content each time, a handler that replies nothing
+            (plain / "handler.py").write_text(
+                f"async def handler(event):\n    return None  # {n}\n"
+            )
             reasons = control.ok("reload")["result"]["failed"]
         assert len(list(tasks.iterdir())) <= threads + 2  # not one more per reload
         assert len(reasons) == 2, reasons
