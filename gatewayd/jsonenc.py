@@ -1,4 +1,5 @@
-"""JSON encoders built once, for text encoded on every message (transcript lines, replies).
+"""JSON encoders built once, for text encoded on every message (transcript lines, replies), and
+:func:`loads` for JSON read back from files and Redis.
 
 ``json.JSONEncoder.encode`` builds a new C encoder on every call, about half the cost of
 encoding a transcript line or a reply (timeit: 1.7 -> 0.8 us a line; five a ``message``, issue
@@ -44,3 +45,13 @@ def encoder(
             raise
 
     return encode
+
+
+def loads(data: bytes | str) -> Any:
+    """``json.loads``, with JSON nested past the stack (1,000 lists deep) a ``ValueError`` like
+    any other text that is not what was written: its ``RecursionError`` once stopped every start
+    (``sessions.json``) and ended the task reading a Redis stream (an entry written by hand)."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None

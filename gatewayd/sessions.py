@@ -58,7 +58,7 @@ import anyio
 import structlog
 
 from gatewayd.atomic import append_whole, atomic_write, read_regular, trim_torn_tail
-from gatewayd.jsonenc import encoder
+from gatewayd.jsonenc import encoder, loads
 from gatewayd.paths import ensure_private_dir
 from gatewayd.timestamps import iso_now
 
@@ -130,15 +130,6 @@ def message_line(role: str, content: str, timestamp: str | None = None, **extra:
         return (line + "}\n").encode()
     except UnicodeEncodeError:  # a lone surrogate: json_line escapes it
         return json_line(message(role, content, timestamp, **extra))
-
-
-def _loads(data: bytes) -> Any:
-    """``json.loads``, with JSON nested past the stack (1000 lists deep) a ``ValueError`` like
-    any other that is no table: it raised ``RecursionError`` out of the start."""
-    try:
-        return json.loads(data)
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,7 +266,7 @@ class SessionManager:
     def _read_snapshot(self) -> dict[str, SessionEntry]:
         try:
             # read_regular: a FIFO or device in its place would block or never end a read.
-            raw = _loads(read_regular(self.index_path, UNBOUNDED))
+            raw = loads(read_regular(self.index_path, UNBOUNDED))
             if not isinstance(raw, dict):
                 raise ValueError(f"the top level is a {type(raw).__name__}, not an object")
         except FileNotFoundError:
@@ -326,7 +317,7 @@ class SessionManager:
             if not line.strip():
                 continue
             try:
-                record = _loads(line)
+                record = loads(line)
                 key = record["k"]
                 if not isinstance(key, str):
                     raise TypeError("the key is not a string")

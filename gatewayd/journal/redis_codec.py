@@ -28,6 +28,7 @@ from typing import Any
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.results import reply_lines
 from gatewayd.journal.records import BASE_KEYS
+from gatewayd.jsonenc import loads
 
 GROUP = "gatewayd"
 """The one consumer group on every partition stream."""
@@ -116,16 +117,6 @@ def decode_event(
     event.id = record["id"]
     only = tuple(record["only"]) if record.get("only") else None
     return event, float(record["posted"]), only, record.get("reply")
-
-
-def loads(raw: bytes | str) -> Any:
-    """``json.loads``, with JSON nested past the stack a ``ValueError`` like any other that is
-    no entry: its ``RecursionError`` ended the task reading the stream (an entry written by
-    hand stopped every read of the instance, which kept its leases)."""
-    try:
-        return json.loads(raw)
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
 
 
 def encode_reply(event: HookEvent, report: tuple[int, int, int], base: dict[str, Any]) -> str:

@@ -33,6 +33,7 @@ from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.registry import DispatchReport
 from gatewayd.journal import redis_codec as codec
 from gatewayd.journal.base import Item, JournalError
+from gatewayd.jsonenc import loads
 from gatewayd.tickets import Ticket
 
 if TYPE_CHECKING:
@@ -223,7 +224,7 @@ def _finish_remote(j: RedisJournal, entry_id: bytes, fields: dict[bytes, bytes])
     and skipped: it used to end the reply reader, and no remote reply was read again."""
     mine = None
     try:
-        record = codec.loads(fields[b"r"])
+        record = loads(fields[b"r"])
         mine = j._local.pop(record["id"], None)
         if mine is not None:  # else a duplicate, or dispatched here already
             event, ticket = mine

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gatewayd.journal import redis_codec as codec
 from gatewayd.journal.requests import parse_request
+from gatewayd.jsonenc import loads
 
 if TYPE_CHECKING:
     from gatewayd.journal.redis_queue import RedisJournal
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
 
 def _record(event_id: str, raw: bytes, full: bool) -> dict[str, Any]:
     try:
-        dead = codec.loads(raw)
-        entry = codec.loads(dead["entry"])
+        dead = loads(raw)
+        entry = loads(dead["entry"])
         record: dict[str, Any] = {
             "id": event_id,
             "event": dead["event"],
@@ -102,7 +103,7 @@ async def query_dead(journal: RedisJournal, request: dict[str, Any]) -> dict[str
     if action == "retry":
         for event_id, raw in zip(ids, found, strict=True):
             try:
-                dead = codec.loads(raw)
+                dead = loads(raw)
                 only = tuple(sorted({letter["hook"] for letter in dead["letters"]}))
                 partition, entry = journal.retry_raw(dead["entry"], only)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -61,6 +61,7 @@ from gatewayd.journal.base import (
 from gatewayd.journal.redis_consumer import BACKOFF, UNREACHABLE
 from gatewayd.journal.redis_inspect import query_dead
 from gatewayd.journal.redis_leases import Leases
+from gatewayd.jsonenc import loads
 from gatewayd.tickets import Ticket
 
 if TYPE_CHECKING:
@@ -451,7 +452,7 @@ class RedisJournal(Journal):
 
     def retry_raw(self, raw: str, only: tuple[str, ...]) -> tuple[int, str]:
         """A dead letter's entry for ``XADD`` again, limited to the hooks that failed."""
-        record = codec.loads(raw)
+        record = loads(raw)
         record["only"] = list(only)
         record["posted"] = time.time()
         record.pop("reply", None)
