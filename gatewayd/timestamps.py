@@ -1,7 +1,8 @@
 """The one way gatewayd writes a point in time: ISO 8601, UTC, milliseconds, ``Z``.
 
-``2025-01-31T09:15:02.347Z`` in session files, install records, ``status`` replies and the
-bundled hooks' logs alike, so that every timestamp a user meets sorts and parses the same way.
+``2025-01-31T09:15:02.347Z`` in session files, install records, ``status`` and ``hooks``
+replies, an event's wire form, the journals' listings and the bundled hooks' logs alike, so
+that every timestamp a user meets sorts and parses the same way.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def iso_now() -> str:
 
     Every transcript line takes one. The date and time of day are formatted once per second,
     the milliseconds are looked up: 0.4 to 1.3 us a call against 2.8 to 7 us for
-    ``datetime.now(UTC).isoformat()`` (timeit, bench/NOTES.md, issue 18).
+    ``datetime.now(UTC).isoformat()`` (timeit, on the 2-core machine the benchmarks run on).
     """
     global _second
     millis = time.time_ns() // 1_000_000

@@ -17,6 +17,8 @@ from typing import Any, Final, Generic
 
 from typing_extensions import TypeVar
 
+from gatewayd.timestamps import iso_utc
+
 EVENT_TYPES: Final = frozenset({"command", "session", "agent", "gateway", "message"})
 """The event types a gateway emits; an event key's part before ``:`` must be one of these."""
 
@@ -96,7 +98,7 @@ class HookEvent(Generic[ContextT]):
             "type": self.type,
             "action": self.action,
             "sessionKey": self.session_key,
-            "timestamp": self.timestamp.isoformat().replace("+00:00", "Z"),
+            "timestamp": iso_utc(self.timestamp),
             "messages": list(self.messages),
             "context": self.context,
         }

@@ -33,6 +33,8 @@ from bisect import bisect_left, bisect_right
 from contextvars import ContextVar
 from typing import Any
 
+from gatewayd.timestamps import iso_utc
+
 RING = 256
 """Durations kept per hook for p50/p99 (a power of two: the index is masked)."""
 _MASK = RING - 1
@@ -185,7 +187,7 @@ class HookStats:
         if self.last_error is not None:
             at, message, where = self.last_error
             last = {
-                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)),
+                "time": iso_utc(at),
                 "message": message,
                 "where": where,
             }

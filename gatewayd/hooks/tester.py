@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from gatewayd.hooks.events import HookEvent, create_hook_event, parse_event_key
@@ -26,6 +25,7 @@ from gatewayd.hooks.results import reply_lines
 from gatewayd.hooks.schema import BASE_FIELDS, EVENTS, spec_for
 from gatewayd.hooks.trace import run_traced
 from gatewayd.hooks.vocabulary import resolve_all
+from gatewayd.timestamps import iso_now
 
 SAMPLE_SESSION = "agent:main:hooks-test"
 
@@ -54,7 +54,7 @@ def _value(name: str, kind: Any, session_key: str) -> Any:
     if name == "sessionKey":
         return session_key
     if name == "timestamp":
-        return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        return iso_now()
     if name in ("sessionId",):
         return "hooks-test-session"
     if name in ("sessionEntry", "previousSessionEntry"):
@@ -62,7 +62,7 @@ def _value(name: str, kind: Any, session_key: str) -> Any:
             "sessionKey": session_key,
             "sessionId": "hooks-test-session",
             "sessionFile": "",
-            "createdAt": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+            "createdAt": iso_now(),
         }
     origin = typing.get_origin(kind) or kind
     if origin in (int, float):

@@ -11,19 +11,15 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from gatewayd.hooks.events import HookEvent
 from gatewayd.journal.base import Commit, DeadLetter, Item, Journal
 from gatewayd.journal.records import BASE_KEYS
 from gatewayd.journal.requests import parse_request
+from gatewayd.timestamps import iso_utc
 
 MAX_DEAD = 1000
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class MemoryJournal(Journal):
@@ -69,12 +65,12 @@ class MemoryJournal(Journal):
             "id": event.id,
             "event": event.key,
             "sessionKey": event.session_key,
-            "timestamp": event.timestamp.isoformat().replace("+00:00", "Z"),
+            "timestamp": iso_utc(event.timestamp),
             "state": "dead",
-            "doneAt": _iso(letters[0][3]),
+            "doneAt": iso_utc(letters[0][3]),
             "only": None,
             "deadLetters": [
-                {"hook": h, "error": e, "attempts": a, "at": _iso(at)} for h, e, a, at in letters
+                {"hook": h, "error": e, "attempts": a, "at": iso_utc(at)} for h, e, a, at in letters
             ],
         }
         if full:

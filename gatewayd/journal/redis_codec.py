@@ -22,13 +22,13 @@ import json
 import time
 import zlib
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.results import reply_lines
 from gatewayd.journal.records import BASE_KEYS
 from gatewayd.jsonenc import loads
+from gatewayd.timestamps import iso_utc
 
 GROUP = "gatewayd"
 """The one consumer group on every partition stream."""
@@ -153,10 +153,6 @@ def dead_record(event: HookEvent, letters: list[tuple[str, str, int]], raw: str)
             "letters": [{"hook": h, "error": e, "attempts": a} for h, e, a in letters],
             "event": event.key,
             "session": event.session_key,
-            "timestamp": event.timestamp.isoformat().replace("+00:00", "Z"),
+            "timestamp": iso_utc(event.timestamp),
         }
     )
-
-
-def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from gatewayd.journal import redis_codec as codec
 from gatewayd.journal.requests import parse_request
 from gatewayd.jsonenc import loads
+from gatewayd.timestamps import iso_utc
 
 if TYPE_CHECKING:
     from gatewayd.journal.redis_queue import RedisJournal
@@ -29,9 +29,9 @@ def _record(event_id: str, raw: bytes, full: bool) -> dict[str, Any]:
             "sessionKey": dead["session"],
             "timestamp": dead["timestamp"],
             "state": "dead",
-            "doneAt": codec.iso(dead["at"]),
+            "doneAt": iso_utc(dead["at"]),
             "only": entry.get("only"),
-            "deadLetters": [{**letter, "at": codec.iso(dead["at"])} for letter in dead["letters"]],
+            "deadLetters": [{**letter, "at": iso_utc(dead["at"])} for letter in dead["letters"]],
         }
         if full:
             record["context"] = entry["ctx"]
@@ -60,7 +60,7 @@ def _pending(journal: RedisJournal, session: str | None) -> list[dict[str, Any]]
                 "id": entry["id"],
                 "event": f"{entry['type']}:{entry['action']}",
                 "sessionKey": entry["session"],
-                "timestamp": codec.iso(entry["ts"]),
+                "timestamp": iso_utc(entry["ts"]),
                 "state": "pending",
                 "partition": partition,
                 "entry": entry_id.decode(),
