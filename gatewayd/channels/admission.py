@@ -31,6 +31,9 @@ from gatewayd.config import ControlConfig
 
 log = structlog.get_logger("gatewayd.control")
 
+MAX_IN_FLIGHT = 1024
+"""Requests one connection may have read and not yet answered (``hello`` tells clients): past
+it the daemon reads no more from that connection until a reply is taken."""
 MAX_REFUSING = 32
 """Connections being answered ``busy`` at once; the listener waits beyond that."""
 MAX_REAP_INTERVAL_S = 1.0

@@ -32,11 +32,16 @@ import anyio.abc
 import structlog
 from anyio.abc import SocketAttribute, SocketStream, TaskStatus
 
+from gatewayd import __version__
 from gatewayd.channels import ChannelHost
-from gatewayd.channels.admission import Admission, Conn
+from gatewayd.channels.admission import MAX_IN_FLIGHT, Admission, Conn
 from gatewayd.channels.protocol import (
+    CLIENT_DECISIONS,
+    CLIENT_EVENTS,
     MAX_LINE,
+    MIN_PROTOCOL,
     OPS,
+    PROTOCOL,
     LineReader,
     RequestError,
     encode,
@@ -84,6 +89,21 @@ _SUBSCRIBE = "_subscribe"
 """Internal reply key: the connection turns into a stream of this session's messages."""
 
 
+def _unsupported(client: str | None, wanted: int) -> str:
+    """Why ``hello`` refused protocol ``wanted``, and which side to upgrade to what."""
+    who = f"the client {client!r}" if client else "the client"
+    serves = f"gatewayd {__version__} serves protocol {MIN_PROTOCOL} to {PROTOCOL}"
+    if wanted > PROTOCOL:
+        return (
+            f"{who} speaks protocol {wanted}; {serves}: upgrade gatewayd to a release that "
+            f"serves protocol {wanted}, or use a client that speaks protocol {PROTOCOL}"
+        )
+    return (
+        f"{who} speaks protocol {wanted}; {serves}: upgrade the client to one that speaks "
+        f"protocol {MIN_PROTOCOL} or newer"
+    )
+
+
 class ControlChannel:
     """The Unix-socket JSON-lines channel; see the module docstring."""
 
@@ -106,6 +126,7 @@ class ControlChannel:
         self._accept_scope: anyio.CancelScope | None = None
         self._closing = False
         self._ops: dict[str, Handler] = {
+            "hello": self._op_hello,
             "ping": self._op_ping,
             "status": self._op_status,
             "message": self._op_message,
@@ -359,6 +380,21 @@ class ControlChannel:
         return {"id": req_id, "ok": True, **result}
 
     # -- ops: each gets its declared fields (protocol.OPS), defaults filled in ----------------
+
+    async def _op_hello(self, args: dict[str, Any]) -> dict[str, Any]:
+        client, wanted = args["client"], args["protocol"]
+        log.debug("control.hello", client=client, protocol=wanted)
+        if wanted is not None and not MIN_PROTOCOL <= wanted <= PROTOCOL:
+            raise RequestError("unsupported_protocol", _unsupported(client, wanted))
+        return {
+            "protocol": PROTOCOL,
+            "minProtocol": MIN_PROTOCOL,
+            "daemon": {"name": "gatewayd", "version": __version__},
+            "ops": sorted(OPS),
+            "events": list(CLIENT_EVENTS),
+            "decisions": list(CLIENT_DECISIONS),
+            "limits": {"maxLineBytes": MAX_LINE, "maxInFlight": MAX_IN_FLIGHT},
+        }
 
     async def _op_ping(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"pong": True}

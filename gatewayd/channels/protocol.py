@@ -24,10 +24,18 @@ import anyio
 
 from gatewayd.channels.transport import TransportStream
 from gatewayd.hooks.events import EVENT_TYPES, EventKeyError, parse_event_key
+from gatewayd.hooks.schema import DECISION_EVENTS, EVENTS
 from gatewayd.jsonenc import encoder
 
 MAX_LINE = 1 << 20
 """Longest request line in bytes, newline excluded."""
+
+PROTOCOL = 1
+"""The wire protocol's version, told by ``hello``. Raise it for a change an existing client
+would misread (a field renamed or removed, a reply that changes shape); a new op or a new field
+is not one. Raise :data:`MIN_PROTOCOL` only when this daemon stops serving an old one."""
+MIN_PROTOCOL = 1
+"""The oldest protocol version this daemon still serves."""
 
 
 class RequestError(Exception):
@@ -194,7 +202,18 @@ def _trigger_key(key: str) -> str:
     return key
 
 
+CLIENT_EVENTS = tuple(sorted(key for key in EVENTS if key.partition(":")[0] != "gateway"))
+"""The events of the schema a client may post with ``trigger`` (``hello`` lists them): all but
+the gateway's own lifecycle. ``command`` stands for every ``command:<name>``."""
+CLIENT_DECISIONS = tuple(key for key in CLIENT_EVENTS if key in DECISION_EVENTS)
+"""Those whose ``trigger`` reply always carries the handlers' merged ``result``."""
+
 OPS: dict[str, Op] = {
+    # The handshake: the protocol version, what this daemon serves, its limits (control.py).
+    "hello": Op(
+        (Field("protocol", (int,), None), Field("client", (str,), None)),
+        waits=False,
+    ),
     "ping": Op(waits=False),
     "status": Op(waits=False),
     "hooks": Op(waits=False),
