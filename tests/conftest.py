@@ -27,6 +27,12 @@ systemd tests are the run's longest path, and at equal priority the builds took 
 time alone (bench/NOTES.md, "The test suite's wall time, session 7")."""
 
 
+@pytest.fixture
+def anyio_backend() -> tuple[str, dict[str, Any]]:
+    """The async tests (``pytest.mark.anyio``) run on asyncio with uvloop, as the daemon does."""
+    return "asyncio", {"use_uvloop": True}
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):  # an xdist worker
         os.nice(WORKER_NICE)
