@@ -36,7 +36,7 @@ from bench.process import Daemon, gatewayd, minimal
 from bench.workload import env_for, make_state, write_config
 
 DEPENDENCIES = "anyio, uvloop, watchfiles, structlog, yaml, pydantic, pydantic_settings"
-HEAVY = frozenset(DEPENDENCIES.replace(" ", "").split(",")) | {"gatewayd.daemon", "ruamel"}
+HEAVY = frozenset(DEPENDENCIES.replace(" ", "").split(",")) | {"gatewayd.server", "ruamel"}
 SETTLE_S = 0.6
 """Wait after READY=1 before reading RSS: the startup hook fires 250 ms after READY."""
 

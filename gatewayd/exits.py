@@ -1,6 +1,6 @@
 """Exit codes and user-facing error reports, shared by the daemon and the command line.
 
-Both ``gatewayd run`` (:mod:`gatewayd.daemon`) and every other command (:mod:`gatewayd.cli`)
+Both ``gatewayd run`` (:mod:`gatewayd.server`) and every other command (:mod:`gatewayd.cli`)
 end with one of these codes and report a bad config the same way, so this module sits below
 both of them and imports neither. It stays light (no pydantic): client commands import it.
 

@@ -35,9 +35,12 @@ import threading
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 import structlog
+
+if TYPE_CHECKING:
+    from gatewayd.config import Config
 
 LEVELS = {
     "debug": logging.DEBUG,
@@ -296,3 +299,18 @@ def configure_logging(
             fix="point gateway.log.file at a file whose directory gatewayd can create and "
             "write, then reload; until then lines go to stderr only",
         )
+
+
+def configure_from(config: Config, level: str | None, fmt: LogFormat | None) -> None:
+    """Logging as ``config`` says (``logging``, ``gateway.log``), with ``--log-level`` and
+    ``--log-format`` (``level``, ``fmt``: ``None`` when not given) winning."""
+    spec = config.settings.gateway.log
+    log_file = None
+    if spec.file is not None:
+        path = config.paths.state / spec.file.expanduser()  # an absolute path stays as it is
+        log_file = LogFile(path, spec.max_bytes, spec.backups)
+    configure_logging(
+        level or config.settings.logging.level,
+        fmt or config.settings.logging.format,
+        log_file=log_file,
+    )

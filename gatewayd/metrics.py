@@ -48,7 +48,7 @@ READ_TIMEOUT_S = 5.0
 
 
 class MetricsSource(Protocol):
-    """What the collector reads (``daemon.Gateway`` provides it)."""
+    """What the collector reads (``facade.GatewayFacade`` provides it)."""
 
     def metrics_snapshot(self) -> dict[str, Any]:
         """``{events: {key: n}, queue: {...}, hooks: {name: HookStats}, reloads: {result: n},

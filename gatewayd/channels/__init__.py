@@ -19,7 +19,7 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 if TYPE_CHECKING:
-    from gatewayd.commands import Reply
+    from gatewayd.replies import HooksReply, ReloadOutcome, Reply, StatusReply
 
 
 class ChannelError(Exception):
@@ -27,24 +27,33 @@ class ChannelError(Exception):
 
 
 class ChannelHost(Protocol):
-    """What a channel may ask of the gateway (implemented by ``daemon.Gateway``)."""
-
-    async def deliver(
-        self, session_key: str, text: str, *, sender_id: str, channel: str, wait: bool = True
-    ) -> tuple[list[str], str | None]:
-        """An inbound message; returns (reply messages, command name or None)."""
-        ...
+    """What a channel may ask of the gateway (implemented by ``facade.GatewayFacade``)."""
 
     async def message(
-        self, session_key: str, text: str, *, sender_id: str, channel: str, wait: bool = True
+        self,
+        session_key: str,
+        text: str,
+        *,
+        sender_id: str,
+        channel: str,
+        wait: bool = True,
+        trace: bool = False,
     ) -> Reply:
-        """An inbound message; the whole reply (lines, command, why it was blocked)."""
+        """An inbound message: the reply (lines, command, why it was blocked; with ``trace``,
+        the trace of every event it caused)."""
         ...
 
     async def trigger(
-        self, key: str, session_key: str, context: dict[str, Any], *, wait: bool
-    ) -> dict[str, Any] | None:
-        """Post ``type:action``; ``{messages, result?, timedOut?}`` when ``wait``, else None."""
+        self,
+        key: str,
+        session_key: str,
+        context: dict[str, Any],
+        *,
+        wait: bool = True,
+        trace: bool = False,
+    ) -> Reply | None:
+        """Post ``type:action``: the reply (lines, ``result``, ``timed_out``; with ``trace``
+        the event's trace) when ``wait``, else None once queued."""
         ...
 
     def subscribe(
@@ -53,23 +62,11 @@ class ChannelHost(Protocol):
         """The session's outbound messages (``ctx.gateway.send``) until the block ends."""
         ...
 
-    async def deliver_traced(
-        self, session_key: str, text: str, *, sender_id: str, channel: str
-    ) -> tuple[list[str], str | None, list[dict[str, Any]]]:
-        """``deliver`` (waiting) plus the trace of every event it caused."""
-        ...
+    def status(self) -> StatusReply: ...
 
-    async def trigger_traced(
-        self, key: str, session_key: str, context: dict[str, Any]
-    ) -> tuple[list[str], list[dict[str, Any]]]:
-        """``trigger`` (waiting) plus the event's trace."""
-        ...
+    async def reload(self, trigger: str) -> ReloadOutcome: ...
 
-    def status(self) -> dict[str, Any]: ...
-
-    async def reload(self, trigger: str) -> dict[str, Any]: ...
-
-    def hooks(self) -> dict[str, Any]: ...
+    def hooks(self) -> HooksReply: ...
 
     async def bootstrap(self, session_key: str) -> list[Any]: ...
 

@@ -52,6 +52,7 @@ from gatewayd.channels.socketfile import SocketFile
 from gatewayd.channels.transport import TransportStream
 from gatewayd.config import ControlConfig
 from gatewayd.journal.base import JournalError
+from gatewayd.replies import ReloadReply
 from gatewayd.triggers import QueueClosed, QueueFull
 
 log = structlog.get_logger("gatewayd.control")
@@ -403,31 +404,40 @@ class ControlChannel:
         return {"status": self.host.status()}
 
     async def _op_message(self, args: dict[str, Any]) -> dict[str, Any]:
-        key, text = args["sessionKey"], args["text"]
-        sender, channel = args["senderId"], args["channel"]
-        if args["trace"]:
-            messages, command, trace = await self.host.deliver_traced(
-                key, text, sender_id=sender, channel=channel
-            )
-            return {"messages": messages, "command": command, "trace": trace}
-        reply = await self.host.message(key, text, sender_id=sender, channel=channel, wait=True)
+        reply = await self.host.message(
+            args["sessionKey"],
+            args["text"],
+            sender_id=args["senderId"],
+            channel=args["channel"],
+            trace=args["trace"],
+        )
         out: dict[str, Any] = {"messages": reply.messages, "command": reply.command}
         if reply.blocked is not None:
             out["blocked"] = True
             out["reason"] = reply.blocked
+        if reply.trace is not None:
+            out["trace"] = reply.trace
         return out
 
     async def _op_trigger(self, args: dict[str, Any]) -> dict[str, Any]:
-        event, key, context, wait = args["event"], args["sessionKey"], args["context"], args["wait"]
-        if args["trace"]:
-            if not wait:
-                raise RequestError(
-                    "bad_request", "'trace: true' needs the dispatch: drop 'wait: false'"
-                )
-            traced, trace = await self.host.trigger_traced(event, key, context)
-            return {"messages": traced, "trace": trace}
-        reply = await self.host.trigger(event, key, context, wait=wait)
-        return reply if reply is not None else {"queued": True}
+        wait, trace = args["wait"], args["trace"]
+        if trace and not wait:
+            raise RequestError(
+                "bad_request", "'trace: true' needs the dispatch: drop 'wait: false'"
+            )
+        reply = await self.host.trigger(
+            args["event"], args["sessionKey"], args["context"], wait=wait, trace=trace
+        )
+        if reply is None:
+            return {"queued": True}
+        out: dict[str, Any] = {"messages": reply.messages}
+        if reply.result is not None:
+            out["result"] = reply.result
+        if reply.timed_out:
+            out["timedOut"] = True
+        if reply.trace is not None:
+            out["trace"] = reply.trace
+        return out
 
     async def _op_reload(self, args: dict[str, Any]) -> dict[str, Any]:
         outcome = await self.host.reload("op")
@@ -436,14 +446,15 @@ class ControlChannel:
                 "reload_refused", "; ".join(outcome.get("errors") or [outcome["result"]])
             )
         # "partial": loaded, but hooks failed; the client decides what that means for it.
-        return {
+        reply: ReloadReply = {
             "result": outcome["summary"],
             "outcome": outcome["result"],
             "changes": outcome.get("changes"),
         }
+        return dict(reply)
 
     async def _op_hooks(self, args: dict[str, Any]) -> dict[str, Any]:
-        return self.host.hooks()
+        return dict(self.host.hooks())
 
     async def _op_subscribe(self, args: dict[str, Any]) -> dict[str, Any]:
         key = args["sessionKey"]

@@ -5,7 +5,7 @@ only when that command runs:
 
 * :mod:`~gatewayd.cli.app`: ``main`` and the table from command to handler;
 * :mod:`~gatewayd.cli.parser`: the argparse tree (every command, flag and help text);
-* :mod:`~gatewayd.cli.run`: ``run`` (the daemon, :mod:`gatewayd.daemon`);
+* :mod:`~gatewayd.cli.run`: ``run`` (the daemon, :mod:`gatewayd.server`);
 * :mod:`~gatewayd.cli.remote`: ``send``, ``trigger``, ``status``, ``reload``, ``bootstrap``
   (over the control socket, :mod:`gatewayd.client`);
 * :mod:`~gatewayd.cli.hooks`: ``hooks list|info|check|enable|disable``;

@@ -17,13 +17,17 @@ Backends (``gateway.queue.journal``):
 ``memory``  today's in-memory queue, nothing survives the process
             (:mod:`gatewayd.journal.memory`).
 
-A second durable backend (Redis Streams, issue 16) implements the same class: ``append`` returns
+``redis``   (``gateway.queue.backend: redis``) Redis Streams shared by many instances
+            (:mod:`gatewayd.journal.redis_queue`).
+
+Every backend implements the same class: ``append`` returns
 a :class:`Commit` the poster awaits, ``deliver`` is called with committed items in order (for a
 shared stream: the items this instance owns), ``done``/``dead`` acknowledge, ``open`` recovers,
 ``query`` serves ``gatewayd events``. Items carry a backend-defined ``seq`` (an int; 0 means
 "not journaled", as for ``gateway:*`` lifecycle events, which are never replayed).
 
-Modules: :mod:`~gatewayd.journal.base` (the interface, :func:`make_journal`),
+Modules: :mod:`~gatewayd.journal.base` (the interface), :mod:`~gatewayd.journal.backends`
+(:func:`~gatewayd.journal.backends.make_journal`: the backend the config names),
 :mod:`~gatewayd.journal.sqlite` and :mod:`~gatewayd.journal.memory` (the backends),
 :mod:`~gatewayd.journal.writer` and :mod:`~gatewayd.journal.writes` (the SQLite journal's
 writer process, and what one of its writes is),

@@ -6,13 +6,10 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gatewayd.exits import EXIT_FAILED, EXIT_UNAVAILABLE
 from gatewayd.hooks.events import HookEvent
-
-if TYPE_CHECKING:
-    from gatewayd.config import Config
 
 Item = tuple[HookEvent, Any, float, int, "tuple[str, ...] | None"]
 """A queued event: ``(event, ticket or None, perf_counter() at post, seq, only)``.
@@ -207,32 +204,6 @@ class Journal(ABC):
         """Write what is buffered and release the store (after the queue drained)."""
 
 
-def make_journal(config: Config, base: Callable[[], dict[str, Any]]) -> Journal:
-    """The backend ``gateway.queue.journal`` names, not yet opened.
-
-    ``base`` returns the context every event carries (``cfg``, ``workspaceDir``): it is left out
-    of the journal and put back on replay, so a record holds only the event's own context.
-    """
-    queue = config.settings.gateway.queue
-    if queue.backend == "redis":
-        from gatewayd.journal.redis_queue import RedisJournal
-
-        return RedisJournal(queue.redis, base=base, capacity=queue.capacity)
-    if queue.journal == "memory":
-        from gatewayd.journal.memory import MemoryJournal
-
-        return MemoryJournal()
-    from gatewayd.journal.sqlite import SqliteJournal, journal_path
-
-    return SqliteJournal(
-        journal_path(config.paths.state),
-        base=base,
-        sync=queue.sync,
-        retain_done=queue.retain_done,
-        full_wait_s=queue.full_wait_ms / 1000,
-    )
-
-
 __all__ = [
     "Commit",
     "DeadLetter",
@@ -245,5 +216,4 @@ __all__ = [
     "QueueUnavailable",
     "Reject",
     "Restore",
-    "make_journal",
 ]

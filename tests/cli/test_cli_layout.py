@@ -68,7 +68,7 @@ def test_nothing_outside_the_cli_package_imports_it() -> None:
 
 def test_the_daemon_runs_without_the_cli_package() -> None:
     code = (
-        "import sys, gatewayd.daemon\n"
+        "import sys, gatewayd.server\n"
         "print(sorted(m for m in sys.modules if m.split('.')[:2] == ['gatewayd', 'cli']))"
     )
     proc = subprocess.run(

@@ -427,7 +427,7 @@ def test_edit_made_during_the_first_load_is_picked_up(
 
 def test_the_daemon_does_not_import_watchfiles_before_ready() -> None:
     """watchfiles (~30 ms) is imported when watching starts, after READY, not with the daemon."""
-    code = "import sys, gatewayd.daemon; print('watchfiles' in sys.modules)"
+    code = "import sys, gatewayd.server; print('watchfiles' in sys.modules)"
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
 _MAX_PACKET = 1 << 20
-_PRELOAD = ("gatewayd.cli.app", "gatewayd.daemon")
+_PRELOAD = ("gatewayd.cli.app", "gatewayd.server")
 """What ``gatewayd run`` and the CLI commands import, imported once by the zygote."""
 _EXEC_ONLY = os.environ.get("GATEWAYD_TESTS_EXEC") == "1"
 """Read once, at import: a test's ``state_dir`` fixture removes every ``GATEWAYD_*`` variable."""
