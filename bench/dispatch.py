@@ -182,7 +182,8 @@ def registry_loop(events: int, handlers: int) -> Measure:
 
 
 def through_queue(events: int, handlers: int, session_count: int) -> Measure:
-    from gatewayd.triggers import Dispatcher, TriggerQueue
+    from gatewayd.dispatcher import Dispatcher
+    from gatewayd.triggers import TriggerQueue
 
     registry = gatewayd_registry(handlers)
     keys = sessions(session_count)

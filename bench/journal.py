@@ -61,7 +61,8 @@ async def noop(event: HookEvent) -> None:
 
 def through_queue(events: int, journal: str, base: Path) -> Measure:
     """Producers -> TriggerQueue (+ journal) -> Dispatcher -> no-op; events/s and batch size."""
-    from gatewayd.triggers import Dispatcher, TriggerQueue
+    from gatewayd.dispatcher import Dispatcher
+    from gatewayd.triggers import TriggerQueue
 
     registry = HookRegistry(default_timeout_s=30.0)
     registry.register(KEY, noop, name="noop")

@@ -91,7 +91,8 @@ def sequential(registry: HookRegistry, events: int) -> Measure:
 
 
 def through_queue(registry: HookRegistry, events: int, sessions: int) -> Measure:
-    from gatewayd.triggers import Dispatcher, TriggerQueue
+    from gatewayd.dispatcher import Dispatcher
+    from gatewayd.triggers import TriggerQueue
 
     keys = [f"agent:main:s{i}" for i in range(sessions)]
 

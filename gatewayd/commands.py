@@ -43,6 +43,7 @@ from typing import Any, Protocol
 import anyio
 import structlog
 
+from gatewayd.dispatcher import Dispatcher
 from gatewayd.hooks.events import HookEvent, create_hook_event
 from gatewayd.hooks.registry import DispatchReport, dispatching
 from gatewayd.hooks.results import reply_lines
@@ -50,7 +51,7 @@ from gatewayd.replies import Reply
 from gatewayd.sessions import SessionEntry, SessionManager, message_line, read_bootstrap_files
 from gatewayd.tickets import wake_first
 from gatewayd.timestamps import iso_now
-from gatewayd.triggers import Dispatcher, QueueClosed, Ticket, TriggerQueue
+from gatewayd.triggers import QueueClosed, Ticket, TriggerQueue
 
 log = structlog.get_logger("gatewayd.commands")
 

@@ -12,7 +12,7 @@ Counters: ``depth`` (queued, not yet taken), ``peak``, ``accepted``, ``dispatche
 sampled on the first event of each batch (the one that waited longest), over the last
 :data:`LATENCY_SAMPLES` samples.
 
-The queue (:class:`~gatewayd.triggers.TriggerQueue`, which re-exports :class:`Dispatcher`) owns
+The queue (:class:`~gatewayd.triggers.TriggerQueue`) owns
 the lanes and their bounds; this module owns what happens to an event once a worker took it:
 the dispatch, retries and dead letters (:mod:`gatewayd.retries`), background handlers, the
 journal's done marks, the shutdown drain and the counters ``status`` reports.
@@ -24,7 +24,7 @@ import asyncio
 import dataclasses
 from collections.abc import Sequence
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -35,9 +35,7 @@ from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.registry import DispatchReport, HookRegistry
 from gatewayd.retries import NO_RETRIES, RetryPolicy, settle
 from gatewayd.tickets import Ticket
-
-if TYPE_CHECKING:
-    from gatewayd.triggers import TriggerQueue
+from gatewayd.triggers import TriggerQueue
 
 __all__ = ["LATENCY_SAMPLES", "YIELD_EVERY_S", "Dispatcher"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import time
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import structlog
@@ -25,13 +25,15 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from gatewayd import __version__
 from gatewayd.commands import Inbound, parse_command
 from gatewayd.hooks.events import HookEvent, create_hook_event
-from gatewayd.hooks.loader import agents_summary, hooks_listing
+from gatewayd.hooks.records import agents_summary, hooks_listing
 from gatewayd.hooks.registry import DispatchReport, cause_chain
 from gatewayd.hooks.results import reply_lines
 from gatewayd.hooks.schema import spec_for
 from gatewayd.hooks.tester import test_hook
 from gatewayd.hooks.trace import trace_entry
+from gatewayd.parts import GatewayParts
 from gatewayd.redact import redact
+from gatewayd.reloader import Reloader
 from gatewayd.replies import (
     HooksReply,
     HooksSummary,
@@ -43,9 +45,6 @@ from gatewayd.replies import (
     summary_of,
 )
 from gatewayd.tickets import QueueClosed, Ticket
-
-if TYPE_CHECKING:
-    from gatewayd.server import Gateway
 
 log = structlog.get_logger("gatewayd")
 
@@ -64,8 +63,9 @@ NOTHING_LOADED: HooksSummary = {
 class GatewayFacade:
     """The gateway as its channels see it; see the module docstring."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: GatewayParts, reloader: Reloader) -> None:
         self._gateway = gateway
+        self._reloader = reloader
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -233,7 +233,7 @@ class GatewayFacade:
 
     async def reload(self, trigger: str) -> ReloadOutcome:
         """Re-read the config and reload the hooks (:meth:`gatewayd.reloader.Reloader.reload`)."""
-        return await self._gateway.reloader.reload(trigger)
+        return await self._reloader.reload(trigger)
 
     # -- documents ----------------------------------------------------------------------------
 
@@ -295,9 +295,9 @@ class GatewayFacade:
             "queue": gateway.dispatcher.stats(),
             "threads": gateway.registry.hook_threads().stats(),
             "sessions": len(gateway.sessions),
-            "reloads": gateway.reloader.count,
-            "last_reload": gateway.reloader.last,
-            "watch": gateway.reloader.watch_status(),
+            "reloads": self._reloader.count,
+            "last_reload": self._reloader.last,
+            "watch": self._reloader.watch_status(),
         }
         return redact(status)
 
@@ -309,7 +309,7 @@ class GatewayFacade:
             "queue": gateway.dispatcher.stats(),
             "threads": gateway.registry.hook_threads().stats(),
             "hooks": gateway.registry.stats(),
-            "reloads": dict(gateway.reloader.results),
+            "reloads": dict(self._reloader.results),
             "loop_stalls": gateway.lag.stalls if gateway.lag is not None else 0,
             "statuses": statuses(gateway.records()),
             "journal": gateway.journal.stats(),
@@ -323,7 +323,7 @@ class HookGateway:
 
     __slots__ = ("_facade", "_gateway")
 
-    def __init__(self, gateway: Gateway, facade: GatewayFacade) -> None:
+    def __init__(self, gateway: GatewayParts, facade: GatewayFacade) -> None:
         self._gateway = gateway
         self._facade = facade
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -26,19 +26,16 @@ import structlog
 
 from gatewayd.config import IGNORED_NOTE, Config, ConfigError, load_config
 from gatewayd.hooks.changes import Fingerprint, fingerprints, load_changes
-from gatewayd.hooks.loader import LoadResult
 from gatewayd.hooks.node.loading import load_node_hooks
 from gatewayd.hooks.node.runtime import Generation
+from gatewayd.hooks.records import LoadResult
 from gatewayd.hooks.watcher import HookWatcher, Snapshot, WatchSpec, diff_snapshots, snapshot
 from gatewayd.hooks.watcher import watch_spec as make_watch_spec
 from gatewayd.logging import configure_from
+from gatewayd.parts import GatewayParts, transcript_limits
 from gatewayd.replies import HooksSummary, ReloadOutcome, ReloadRecord, WatchStatus, summary_of
 from gatewayd.retries import retry_policy
-from gatewayd.sessions import TranscriptLimits
 from gatewayd.timestamps import iso_utc
-
-if TYPE_CHECKING:
-    from gatewayd.server import Gateway
 
 log = structlog.get_logger("gatewayd")
 
@@ -61,12 +58,6 @@ def restart_only(config: Config) -> dict[str, Any]:
     }
 
 
-def transcript_limits(config: Config) -> TranscriptLimits:
-    """``sessions.transcriptMaxBytes`` and ``sessions.transcriptBackups``."""
-    sessions = config.settings.sessions
-    return TranscriptLimits(sessions.transcript_max_bytes, sessions.transcript_backups)
-
-
 def log_ignored(config: Config) -> None:
     """Say which keys of the config file gatewayd accepted but does not use (OpenClaw's)."""
     if config.ignored:
@@ -82,7 +73,7 @@ def watch_spec(config: Config) -> WatchSpec:
 class Reloader:
     """A gateway's reloads and its watcher; see the module docstring."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: GatewayParts) -> None:
         self._gateway = gateway
         self._lock = anyio.Lock()
         self.count = 0
@@ -294,6 +285,5 @@ __all__ = [
     "Reloader",
     "log_ignored",
     "restart_only",
-    "transcript_limits",
     "watch_spec",
 ]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict
 
 from gatewayd.hooks.events import HookEvent
-from gatewayd.hooks.loader import HookRecord, LoadResult
+from gatewayd.hooks.records import HookRecord, LoadResult
 from gatewayd.hooks.registry import DispatchReport
 
 

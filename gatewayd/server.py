@@ -27,7 +27,6 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -36,31 +35,25 @@ import structlog
 from anyio.abc import TaskStatus
 
 from gatewayd import __version__, guards
-from gatewayd.channels import Channel, ChannelError
+from gatewayd.channels import ChannelError
 from gatewayd.channels.control import ControlChannel
-from gatewayd.commands import CommandRouter
 from gatewayd.config import Config
-from gatewayd.eventbase import EventBases
-from gatewayd.exits import EXIT_FAILED, EXIT_OK
+from gatewayd.exits import EXIT_FAILED
 from gatewayd.facade import GatewayFacade, HookGateway
 from gatewayd.guards import ProcessGuards
 from gatewayd.hooks.changes import fingerprints
 from gatewayd.hooks.events import create_hook_event
-from gatewayd.hooks.loader import HookLoader, HookRecord, LoadResult
-from gatewayd.hooks.node import NodeRuntime
 from gatewayd.hooks.node.loading import load_node_hooks
-from gatewayd.hooks.registry import HookRegistry, code_hooks
+from gatewayd.hooks.registry import HookRegistry
 from gatewayd.hooks.stats import bind_loop_thread
-from gatewayd.journal.backends import make_journal
 from gatewayd.journal.base import JournalError
 from gatewayd.logging import LogFormat
-from gatewayd.looplag import LoopLagMonitor
-from gatewayd.outbox import Outbox
+from gatewayd.parts import GatewayParts
 from gatewayd.paths import ensure_private_dir
-from gatewayd.reloader import Reloader, log_ignored, transcript_limits
-from gatewayd.sessions import SessionManager, SessionsUnusable
-from gatewayd.systemd import Notifier, watchdog_interval, watchdog_loop
-from gatewayd.triggers import Dispatcher, QueueClosed, TriggerQueue
+from gatewayd.reloader import Reloader, log_ignored
+from gatewayd.sessions import SessionsUnusable
+from gatewayd.systemd import watchdog_interval, watchdog_loop
+from gatewayd.triggers import QueueClosed
 
 log = structlog.get_logger("gatewayd")
 
@@ -68,9 +61,10 @@ EARLY_TIMER_SLACK_S = 0.002
 """Added to a loop timer that fired early against the real clock (libuv caches its time)."""
 
 
-class Gateway:
-    """The running daemon; see the module docstring. Build it with a loaded :class:`Config`,
-    then ``await serve()`` (or ``await task_group.start(gateway.serve)``)."""
+class Gateway(GatewayParts):
+    """The running daemon; see the module docstring. Build it with a loaded :class:`Config`
+    (the arguments are :class:`~gatewayd.parts.GatewayParts`'), then ``await serve()`` (or
+    ``await task_group.start(gateway.serve)``)."""
 
     def __init__(
         self,
@@ -81,89 +75,32 @@ class Gateway:
         log_overrides: tuple[str | None, LogFormat | None] = (None, None),
         loop_name: str = "asyncio",
     ) -> None:
-        """``config_arg``: ``--config`` as given (reloads re-resolve the file the same way);
-        ``registry``: one with handlers of its own (default: the process's code hooks);
-        ``log_overrides``: ``--log-level`` and ``--log-format``, which win over the config on
-        every reload; ``loop_name``: the event loop ``serve`` runs on, for ``status``."""
-        self.config = config
-        self.config_arg = config_arg
-        self.log_overrides = log_overrides
-        self.loop_name = loop_name
-        gw, hooks = config.settings.gateway, config.settings.hooks
-        self.registry = registry if registry is not None else HookRegistry(code=code_hooks)
-        self.registry.max_abandoned_threads = hooks.max_abandoned_threads
-        self.bases = EventBases(config)
-        """The context every event starts from (``cfg``, ``agentId``, ``workspaceDir``)."""
-        self.facade = GatewayFacade(self)
+        super().__init__(
+            config,
+            config_arg=config_arg,
+            registry=registry,
+            log_overrides=log_overrides,
+            loop_name=loop_name,
+        )
+        self.reloader = Reloader(self)
+        self.facade = GatewayFacade(self, self.reloader)
         """What channels (and the metrics endpoint) may ask of this gateway."""
         self.handle = HookGateway(self, self.facade)
         """What hooks may ask of it (``ctx.gateway``)."""
-        self.loader = HookLoader(gateway=self.handle)
-        self.node = NodeRuntime()
-        """The Node workers that run JS/TS hooks (none until a load has such a hook)."""
-        self.journal = make_journal(config, self.bases)
-        self.queue = TriggerQueue(
-            gw.queue.capacity,
-            self.journal,
-            gw.queue.per_session_max,
-            gw.queue.per_session_wait_ms / 1000,
+        self.loader.gateway = self.handle
+        self.channels.append(
+            ControlChannel(
+                self.facade,
+                config.paths.control_socket,
+                private_dir=config.settings.gateway.control.socket is None,
+                limits=lambda: self.config.settings.gateway.control,
+            )
         )
-        self.dispatcher = Dispatcher(self.queue, self.registry, gw.queue.concurrency)
-        self.sessions = SessionManager(config.paths.sessions, transcript_limits(config))
-        self.router = CommandRouter(
-            self.queue,
-            self.dispatcher,
-            self.sessions,
-            self.bases,
-            record_blocked=lambda: self.config.settings.hooks.record_blocked,
-        )
-        self.outbox = Outbox()
-        """Messages hooks send later, to the clients subscribed to their session."""
-        control = ControlChannel(
-            self.facade,
-            config.paths.control_socket,
-            private_dir=gw.control.socket is None,
-            limits=lambda: self.config.settings.gateway.control,
-        )
-        self.channels: list[Channel] = [control]
-        self.reloader = Reloader(self)
-        self.notifier = Notifier()
-        warn_ms = gw.loop_lag_warn_ms
-        self.lag = LoopLagMonitor(warn_ms, self._on_stall) if warn_ms else None
-        """The loop-lag monitor (``gateway.loopLagWarnMs``; ``None`` when 0)."""
         self.metrics: Any = None
         """The Prometheus endpoint (``gateway.metrics.listen``), once started."""
-        self.state = "starting"
-        """``starting``, ``running``, then ``stopping``."""
-        self.load: LoadResult | None = None
-        """The hooks in place: the latest load that was applied."""
-        self.startup_fired = False
-        self.exit_code = EXIT_OK
-        self.started_at = time.monotonic()
-        self.running = anyio.Event()
-        """Set once the gateway serves (READY sent, the dispatcher started)."""
         self._stop = anyio.Event()
         self._stop_reason = ""
-        self._tg: anyio.abc.TaskGroup | None = None
         self._startup_scope: anyio.CancelScope | None = None
-
-    # -- what the facade and the reloader use -------------------------------------------------
-
-    def records(self) -> list[HookRecord]:
-        """The hook records of the load in place (none before the first)."""
-        return self.load.records if self.load is not None else []
-
-    def start_soon(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
-        """Run ``fn(*args)`` in the gateway's root task group, which owns every task."""
-        if self._tg is None:
-            raise RuntimeError("the gateway is not serving: start it with serve() first")
-        self._tg.start_soon(fn, *args)
-
-    def status_line(self) -> str:
-        """The systemd ``STATUS=`` line."""
-        registered = self.load.registered if self.load is not None else 0
-        socket = self.config.paths.control_socket
-        return f"{self.state}: {registered} hooks registered, control socket {socket}"
 
     def request_stop(self, reason: str) -> None:
         """Begin a graceful shutdown (what SIGTERM does); a no-op if one is under way."""
@@ -173,11 +110,6 @@ class Gateway:
         self._stop.set()
         if self._startup_scope is not None:
             self._startup_scope.cancel()
-
-    def _on_stall(self, hook: str | None, lag_s: float) -> None:
-        """The loop-lag monitor caught ``hook`` blocking the loop: count it on the hook."""
-        if hook is not None and (stats := self.registry.stats().get(hook)) is not None:
-            stats.stalls += 1
 
     # -- the life of the process --------------------------------------------------------------
 

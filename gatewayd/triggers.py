@@ -14,7 +14,7 @@ and the journal delivers it into its lane, in post order. After its dispatch (an
 :mod:`gatewayd.retries`) the journal is told the event is done or dead-lettered. The default
 journal here is the in-memory one, for which posting costs what it always did.
 
-Workers of the :class:`~gatewayd.dispatcher.Dispatcher` (re-exported here) take a session's
+Workers of the :class:`~gatewayd.dispatcher.Dispatcher` take a session's
 events with :meth:`TriggerQueue._take`, up to :data:`BATCH` at a time, and give the lane back
 with :meth:`TriggerQueue._release`.
 """
@@ -28,7 +28,6 @@ from time import perf_counter
 
 import anyio
 
-from gatewayd.dispatcher import Dispatcher
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.registry import dispatching
 from gatewayd.journal.base import Commit, Item, Journal, check_recordable
@@ -36,7 +35,7 @@ from gatewayd.journal.memory import MemoryJournal
 from gatewayd.lanes import LaneBounds
 from gatewayd.tickets import QueueClosed, QueueFull, Ticket, wake_first
 
-__all__ = ["Dispatcher", "QueueClosed", "QueueFull", "Ticket", "TriggerQueue"]
+__all__ = ["QueueClosed", "QueueFull", "Ticket", "TriggerQueue"]
 
 BATCH = 64
 """Events a worker takes from one lane before giving other sessions a turn."""

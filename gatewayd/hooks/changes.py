@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the loader fingerprints a stuck import's hook with this module's function
-    from gatewayd.hooks.loader import HookRecord
+    from gatewayd.hooks.records import HookRecord
 
 Fingerprint = tuple[tuple[str, int, int], ...]
 

@@ -27,7 +27,7 @@ from gatewayd.hooks.node.runtime import NodeSubscription
 from gatewayd.hooks.vocabulary import resolve, resolve_all
 
 if TYPE_CHECKING:
-    from gatewayd.hooks.loader import HookRecord, LoadResult
+    from gatewayd.hooks.records import HookRecord, LoadResult
 
 
 class FileHookError(Exception):

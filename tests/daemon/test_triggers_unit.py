@@ -11,10 +11,11 @@ import anyio
 import anyio.lowlevel
 import pytest
 
+from gatewayd.dispatcher import Dispatcher
 from gatewayd.hooks.events import HookEvent, create_hook_event
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.journal.sqlite import SqliteJournal
-from gatewayd.triggers import Dispatcher, QueueClosed, QueueFull, TriggerQueue
+from gatewayd.triggers import QueueClosed, QueueFull, TriggerQueue
 
 
 def run(main: Callable[[], Awaitable[Any]]) -> Any:

@@ -14,10 +14,11 @@ from typing import Any
 import anyio
 import pytest
 
+from gatewayd.dispatcher import Dispatcher
 from gatewayd.hooks.events import HookEvent, create_hook_event
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.journal.sqlite import SqliteJournal
-from gatewayd.triggers import Dispatcher, QueueClosed, TriggerQueue
+from gatewayd.triggers import QueueClosed, TriggerQueue
 
 
 def run(main: Callable[[], Awaitable[Any]]) -> Any:

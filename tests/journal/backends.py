@@ -36,13 +36,14 @@ import anyio
 import pytest
 
 from gatewayd.config import RedisQueueConfig
+from gatewayd.dispatcher import Dispatcher
 from gatewayd.hooks.events import HookEvent, create_hook_event
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.journal.base import Journal
 from gatewayd.journal.memory import MemoryJournal
 from gatewayd.journal.redis_queue import RedisJournal
 from gatewayd.journal.sqlite import SqliteJournal
-from gatewayd.triggers import Dispatcher, TriggerQueue
+from gatewayd.triggers import TriggerQueue
 from tests.redis.redis_support import RedisServer
 
 KEY = "command:work"

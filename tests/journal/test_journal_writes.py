@@ -28,6 +28,7 @@ import anyio.lowlevel
 import pytest
 import structlog
 
+from gatewayd.dispatcher import Dispatcher
 from gatewayd.hooks.events import HookEvent, create_hook_event
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.journal import sqlite as sqlite_journal
@@ -35,7 +36,7 @@ from gatewayd.journal import store, writes
 from gatewayd.journal import writer as writer_module
 from gatewayd.journal.base import Item, JournalError
 from gatewayd.journal.sqlite import SqliteJournal
-from gatewayd.triggers import Dispatcher, TriggerQueue
+from gatewayd.triggers import TriggerQueue
 
 
 def run(main: Callable[[], Awaitable[Any]]) -> Any:

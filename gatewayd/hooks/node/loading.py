@@ -17,7 +17,7 @@ from gatewayd.hooks.handlers import HandlerKind
 from gatewayd.hooks.node.runtime import EarlyLoad, Generation, NodeRuntime
 
 if TYPE_CHECKING:
-    from gatewayd.hooks.loader import LoadResult
+    from gatewayd.hooks.records import LoadResult
 
 
 async def load_node_hooks(
