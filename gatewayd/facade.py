@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
 import anyio
 import structlog
@@ -31,6 +33,7 @@ from gatewayd.hooks.results import reply_lines
 from gatewayd.hooks.schema import spec_for
 from gatewayd.hooks.tester import test_hook
 from gatewayd.hooks.trace import trace_entry
+from gatewayd.journal.base import Commit
 from gatewayd.parts import GatewayParts
 from gatewayd.redact import redact
 from gatewayd.reloader import Reloader
@@ -58,6 +61,18 @@ NOTHING_LOADED: HooksSummary = {
     "warnings": 0,
 }
 """``status.hooks`` before the first load finished."""
+
+
+class TriggerDispatch(NamedTuple):
+    """A waited trigger in the queue (:meth:`GatewayFacade.submit_trigger`)."""
+
+    ticket: Ticket
+    reply: Callable[[], Awaitable[Reply]]
+    """Waits for the dispatch: its lines, ``result``, ``timed_out``, ``trace``."""
+
+    def release(self) -> None:
+        """The reply is out, or never will be: the event's background handlers may run."""
+        self.ticket.release()
 
 
 class GatewayFacade:
@@ -126,6 +141,40 @@ class GatewayFacade:
         waits at most ``hooks.decisionTimeoutMs``, after which the reply is the result so far,
         ``timed_out``. ``trace`` (needs ``wait``) adds the event's trace.
         """
+        if not wait:
+            commit = await self.enter_trigger(key, session_key, context)
+            if commit is not None:
+                await commit.wait()
+            return None
+        dispatch = await self.submit_trigger(key, session_key, context, trace=trace)
+        try:
+            return await dispatch.reply()
+        finally:
+            dispatch.release()
+
+    async def enter_trigger(
+        self, key: str, session_key: str, context: dict[str, Any]
+    ) -> Commit | None:
+        """:meth:`trigger` without ``wait``, up to the commit: returns once the event is in the
+        queue (in the order entered), with the commit to await before it counts as accepted
+        (None: it is already)."""
+        event = self._posted(key, session_key, context, wait=False)
+        return await self._gateway.queue.enter(event)
+
+    async def submit_trigger(
+        self, key: str, session_key: str, context: dict[str, Any], *, trace: bool = False
+    ) -> TriggerDispatch:
+        """:meth:`trigger` with ``wait``, up to the dispatch: returns once the event is in the
+        queue (in the order submitted); ``reply()`` waits for the dispatch, ``release()`` once
+        the reply is out."""
+        event = self._posted(key, session_key, context, wait=True)
+        event.trace = trace
+        ticket = await self._gateway.queue.submit(event)
+        return TriggerDispatch(ticket, partial(self._dispatched, key, session_key, ticket))
+
+    def _posted(
+        self, key: str, session_key: str, context: dict[str, Any], *, wait: bool
+    ) -> HookEvent:
         gateway = self._gateway
         chain = cause_chain(gateway.config.settings.hooks.max_depth, session_key if wait else None)
         etype, _, action = key.partition(":")
@@ -135,17 +184,12 @@ class GatewayFacade:
             etype, action, session_key, {**context, **gateway.bases(session_key)}
         )
         event.chain = chain
-        event.trace = trace
-        if not wait:
-            await gateway.queue.post(event)
-            return None
-        ticket = await gateway.queue.submit(event)
-        try:
-            reply = await self._trigger_reply(key, session_key, ticket)
-        finally:
-            ticket.release()
-        if trace:
-            reply.trace = self._trace([(event, ticket.report)])
+        return event
+
+    async def _dispatched(self, key: str, session_key: str, ticket: Ticket) -> Reply:
+        reply = await self._trigger_reply(key, session_key, ticket)
+        if ticket.event.trace:
+            reply.trace = self._trace([(ticket.event, ticket.report)])
         return reply
 
     async def _trigger_reply(self, key: str, session_key: str, ticket: Ticket) -> Reply:

@@ -12,6 +12,7 @@ Channels talk to the gateway only through :class:`ChannelHost`, never through it
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -19,11 +20,24 @@ from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 if TYPE_CHECKING:
+    from gatewayd.journal.base import Commit
     from gatewayd.replies import HooksReply, ReloadOutcome, Reply, StatusReply
 
 
 class ChannelError(Exception):
     """A channel that cannot start (address in use, bad path); the message says what to do."""
+
+
+class Dispatch(Protocol):
+    """A waited ``trigger`` the queue took (:meth:`ChannelHost.submit_trigger`)."""
+
+    def reply(self) -> Awaitable[Reply]:
+        """Wait for the dispatch: its lines, ``result``, ``timed_out``, ``trace``."""
+        ...
+
+    def release(self) -> None:
+        """The reply is out, or never will be: the event's background handlers may run."""
+        ...
 
 
 class ChannelHost(Protocol):
@@ -54,6 +68,21 @@ class ChannelHost(Protocol):
     ) -> Reply | None:
         """Post ``type:action``: the reply (lines, ``result``, ``timed_out``; with ``trace``
         the event's trace) when ``wait``, else None once queued."""
+        ...
+
+    async def enter_trigger(
+        self, key: str, session_key: str, context: dict[str, Any]
+    ) -> Commit | None:
+        """``trigger`` without ``wait``, up to the commit: returns once the event is in the
+        queue, in the order entered; ``await commit.wait()`` before telling the client it was
+        accepted (None: it is already)."""
+        ...
+
+    async def submit_trigger(
+        self, key: str, session_key: str, context: dict[str, Any], *, trace: bool = False
+    ) -> Dispatch:
+        """``trigger`` with ``wait``, up to the dispatch: returns once the event is in the
+        queue, in the order submitted."""
         ...
 
     def subscribe(
@@ -111,4 +140,4 @@ class Channel(Protocol):
         ...
 
 
-__all__ = ["Channel", "ChannelError", "ChannelHost"]
+__all__ = ["Channel", "ChannelError", "ChannelHost", "Dispatch"]

@@ -10,8 +10,12 @@
   its client, to send a whole request line or to take a reply; time spent on hooks does not
   count. A connection stalled longer than the timeout is cancelled (the caller answers
   ``idle_timeout``), which also bounds a client that trickles a line a byte at a time.
+* **An in-flight window** (:data:`MAX_IN_FLIGHT`): how many requests one connection may have
+  sent and not yet been answered; past it the connection is read no further until the client
+  takes a reply (:mod:`gatewayd.channels.pipeline`).
 
-The limits are read through a callable on every use, so a reloaded config applies at once.
+The configured limits are read through a callable on every use, so a reloaded config applies at
+once.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The control channel: a Unix socket speaking the JSON-lines protocol (README "control socket").
+"""The control channel: a Unix socket speaking the JSON-lines protocol (docs/design.md section 3).
 
 One request per line, one reply line per request, in order::
 
@@ -8,13 +8,16 @@ One request per line, one reply line per request, in order::
     <- {"id": 2, "ok": false, "error": {"code": "unknown_event", "message": "..."}}
 
 This module owns the connections and what each op does. The wire format (framing, declared
-request fields, reply encoding) is :mod:`gatewayd.channels.protocol`; the socket file, its
-directory and lock are :mod:`gatewayd.channels.socketfile`.
+request fields, reply encoding) is :mod:`gatewayd.channels.protocol`; a connection's reading,
+in-flight window and in-order writing is :mod:`gatewayd.channels.pipeline`; the socket file,
+its directory and lock are :mod:`gatewayd.channels.socketfile`.
 
-Requests on one connection are answered one at a time (open more connections for parallelism);
-a request that waits on a full queue stops reading from that connection, which is how
-backpressure reaches a client. Bad input gets an error reply and the connection carries on.
-Peer credentials (``SO_PEERCRED``) must be our own uid or root.
+A client may pipeline: each request is admitted before the next one is read (a ``trigger`` once
+its event is in the queue, any other op once answered), so the triggers of one connection share
+group commits and their dispatches overlap, and the replies come in request order. A request
+that waits on a full queue stops the reading of its connection, which is how backpressure
+reaches a client. Bad input gets an error reply and the connection carries on. Peer credentials
+(``SO_PEERCRED``) must be our own uid or root.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ import structlog
 from anyio.abc import SocketAttribute, SocketStream, TaskStatus
 
 from gatewayd import __version__
-from gatewayd.channels import ChannelHost
+from gatewayd.channels import ChannelHost, Dispatch
 from gatewayd.channels.admission import MAX_IN_FLIGHT, Admission, Conn
+from gatewayd.channels.pipeline import Durable, Item, Pipeline, Subscribed, Waited
 from gatewayd.channels.protocol import (
     CLIENT_DECISIONS,
     CLIENT_EVENTS,
@@ -51,21 +55,20 @@ from gatewayd.channels.protocol import (
 from gatewayd.channels.socketfile import SocketFile
 from gatewayd.channels.transport import TransportStream
 from gatewayd.config import ControlConfig
-from gatewayd.journal.base import JournalError
-from gatewayd.replies import ReloadReply
+from gatewayd.journal.base import Commit, JournalError
+from gatewayd.replies import ReloadReply, Reply
 from gatewayd.triggers import QueueClosed, QueueFull
 
 log = structlog.get_logger("gatewayd.control")
-
-MAX_PENDING = 64
-"""Replies held back for one batched write while a client pipelines requests."""
 
 REFUSE_LINGER_S = 2.0
 """How long a refused connection's read side stays open after the error reply."""
 LAST_WORD_S = 1.0
 """Bound on sending the error that ends a connection (``idle_timeout``, ``internal``)."""
 
-Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | Commit | Dispatch]]
+"""An op: the reply's fields, or the commit (``trigger`` without ``wait``) or the dispatch
+(with it) the reply waits for."""
 
 
 def peer_uid(sock: socket.socket) -> tuple[int, int]:
@@ -88,6 +91,41 @@ async def _on_transport(accepted: SocketStream) -> TransportStream:
 
 _SUBSCRIBE = "_subscribe"
 """Internal reply key: the connection turns into a stream of this session's messages."""
+
+
+_QUEUED: dict[str, Any] = {"queued": True}
+
+
+def _queued(req_id: Any, error: BaseException | None) -> bytes:
+    """The reply to ``trigger`` without ``wait`` once its commit ended (``error``: it failed)."""
+    if error is None:
+        return encode({"id": req_id, "ok": True, "queued": True})
+    return encode(_failure(req_id, "trigger", error))
+
+
+def _trigger_fields(reply: Reply) -> dict[str, Any]:
+    """A waited trigger's reply on the wire: ``messages``, ``result?``, ``timedOut?``,
+    ``trace?``."""
+    out: dict[str, Any] = {"messages": reply.messages}
+    if reply.result is not None:
+        out["result"] = reply.result
+    if reply.timed_out:
+        out["timedOut"] = True
+    if reply.trace is not None:
+        out["trace"] = reply.trace
+    return out
+
+
+def _failure(req_id: Any, op: str, exc: BaseException) -> dict[str, Any]:
+    """The error reply to a request that raised ``exc``."""
+    if isinstance(exc, RequestError):
+        return error(exc.req_id if req_id is None else req_id, exc.code, str(exc))
+    if isinstance(exc, QueueClosed):
+        return error(req_id, "shutting_down", str(exc))
+    if isinstance(exc, QueueFull | JournalError):  # the event was not accepted
+        return error(req_id, exc.code, str(exc))
+    log.error("control.op_failed", op=op, error=str(exc), exc_info=exc)
+    return error(req_id, "internal", f"{type(exc).__name__}: {exc}")
 
 
 def _unsupported(client: str | None, wanted: int) -> str:
@@ -294,41 +332,20 @@ class ControlChannel:
                     await stream.receive()
 
     async def _serve_connection(self, stream: TransportStream, conn: Conn) -> None:
-        # Replies to a pipelining client are written in batches: a reply is held back while the
-        # next request is already buffered (up to MAX_PENDING replies), and everything held is
-        # written before waiting for more input or on hooks, so no reply waits on a slow one.
-        # The connection is "stalled" (the idle timeout runs) only while waiting on the client.
         lines = LineReader(stream)
-        pending: list[bytes] = []
-
-        async def flush() -> None:
-            if pending:
-                data = b"".join(pending)
-                pending.clear()
-                conn.stall()
-                await stream.send(data)
-                conn.unstall()
-
-        while not self._closing:
-            if pending and (len(pending) >= MAX_PENDING or not lines.buffered()):
-                await flush()
-            conn.stall()
-            try:
-                line = await lines.read()  # stop_accepting() ends this with EOF (SHUT_RD)
-            except anyio.EndOfStream:
-                conn.unstall()
-                break
-            conn.unstall()
-            if self._closing:
-                break  # read after the stop: not accepted
-            reply = await self._reply(line, flush)
-            session_key = reply.pop(_SUBSCRIBE, None)
-            pending.append(encode(reply))
-            if session_key is not None:
-                await flush()
-                await self._stream_session(stream, lines, conn, session_key)
-                return
-        await flush()
+        pipeline = Pipeline(
+            stream,
+            lines,
+            conn,
+            window=MAX_IN_FLIGHT,
+            closing=lambda: self._closing,
+            admit=self._admit,
+            settle=_queued,
+            finish=self._finish,
+        )
+        session_key = await pipeline.run()
+        if session_key is not None:
+            await self._stream_session(stream, lines, conn, session_key)
 
     async def _stream_session(
         self, stream: TransportStream, lines: LineReader, conn: Conn, session_key: str
@@ -353,32 +370,35 @@ class ControlChannel:
                     await stream.send(encode(item))
                     conn.unstall()
 
-    async def _reply(
-        self, line: bytes | None, before_waiting: Callable[[], Awaitable[None]]
-    ) -> dict[str, Any]:
+    async def _admit(self, line: bytes | None) -> Item:
+        """Run one request up to its admission (:mod:`.pipeline`): a ``trigger`` is admitted
+        once its event is in the queue, every other op once it is answered."""
         if line is None:
-            return error(None, "line_too_long", f"request line over {MAX_LINE} bytes; discarded")
+            return encode(
+                error(None, "line_too_long", f"request line over {MAX_LINE} bytes; discarded")
+            )
         req_id: Any = None
         op = "?"
         try:
-            req_id, op, args, waits = parse_request(line)
-            if waits:
-                await before_waiting()  # this one waits on hooks: send what is ready first
+            req_id, op, args = parse_request(line)
             result = await self._ops[op](args)
-        except RequestError as exc:
-            return error(exc.req_id if req_id is None else req_id, exc.code, str(exc))
-        except QueueClosed as exc:
-            return error(req_id, "shutting_down", str(exc))
-        except QueueFull as exc:  # the session stayed full: the event was not accepted
-            return error(req_id, exc.code, str(exc))
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            raise  # before_waiting() found the client gone: end the connection
-        except JournalError as exc:  # journal_full: the event was not accepted
-            return error(req_id, exc.code, str(exc))
         except Exception as exc:
-            log.exception("control.op_failed", op=op, error=str(exc))
-            return error(req_id, "internal", f"{type(exc).__name__}: {exc}")
-        return {"id": req_id, "ok": True, **result}
+            return encode(_failure(req_id, op, exc))
+        if isinstance(result, dict):
+            session_key = result.pop(_SUBSCRIBE, None)
+            reply = encode({"id": req_id, "ok": True, **result})
+            return reply if session_key is None else Subscribed(reply, session_key)
+        if isinstance(result, Commit):
+            return Durable(req_id, result.wait())
+        return Waited(req_id, result)
+
+    async def _finish(self, req_id: Any, dispatch: Dispatch) -> bytes:
+        """The reply to a waited ``trigger``, once its event was dispatched."""
+        try:
+            reply = await dispatch.reply()
+        except Exception as exc:
+            return encode(_failure(req_id, "trigger", exc))
+        return encode({"id": req_id, "ok": True, **_trigger_fields(reply)})
 
     # -- ops: each gets its declared fields (protocol.OPS), defaults filled in ----------------
 
@@ -419,25 +439,16 @@ class ControlChannel:
             out["trace"] = reply.trace
         return out
 
-    async def _op_trigger(self, args: dict[str, Any]) -> dict[str, Any]:
-        wait, trace = args["wait"], args["trace"]
-        if trace and not wait:
+    async def _op_trigger(self, args: dict[str, Any]) -> dict[str, Any] | Commit | Dispatch:
+        event, key, context = args["event"], args["sessionKey"], args["context"]
+        if args["wait"]:
+            return await self.host.submit_trigger(event, key, context, trace=args["trace"])
+        if args["trace"]:
             raise RequestError(
                 "bad_request", "'trace: true' needs the dispatch: drop 'wait: false'"
             )
-        reply = await self.host.trigger(
-            args["event"], args["sessionKey"], args["context"], wait=wait, trace=trace
-        )
-        if reply is None:
-            return {"queued": True}
-        out: dict[str, Any] = {"messages": reply.messages}
-        if reply.result is not None:
-            out["result"] = reply.result
-        if reply.timed_out:
-            out["timedOut"] = True
-        if reply.trace is not None:
-            out["trace"] = reply.trace
-        return out
+        commit = await self.host.enter_trigger(event, key, context)
+        return _QUEUED if commit is None else commit
 
     async def _op_reload(self, args: dict[str, Any]) -> dict[str, Any]:
         outcome = await self.host.reload("op")

@@ -153,10 +153,9 @@ class Field(NamedTuple):
 
 
 class Op(NamedTuple):
-    """One op: its fields, and whether it may wait on hooks (replies ready are sent first)."""
+    """One op: its declared fields, in the order they are checked."""
 
     fields: tuple[Field, ...] = ()
-    waits: bool = True
 
 
 def _non_empty(value: str) -> str:
@@ -210,17 +209,14 @@ CLIENT_DECISIONS = tuple(key for key in CLIENT_EVENTS if key in DECISION_EVENTS)
 
 OPS: dict[str, Op] = {
     # The handshake: the protocol version, what this daemon serves, its limits (control.py).
-    "hello": Op(
-        (Field("protocol", (int,), None), Field("client", (str,), None)),
-        waits=False,
-    ),
-    "ping": Op(waits=False),
-    "status": Op(waits=False),
-    "hooks": Op(waits=False),
+    "hello": Op((Field("protocol", (int,), None), Field("client", (str,), None))),
+    "ping": Op(),
+    "status": Op(),
+    "hooks": Op(),
     "reload": Op(),
     "bootstrap": Op((SESSION_KEY,)),
     # The connection then streams the session's outbound messages (control.py).
-    "subscribe": Op((SESSION_KEY,), waits=False),
+    "subscribe": Op((SESSION_KEY,)),
     "message": Op(
         (
             SESSION_KEY,
@@ -230,7 +226,6 @@ OPS: dict[str, Op] = {
             TRACE,
         )
     ),
-    # A trigger with "wait": false never waits on hooks either (see parse_request).
     "trigger": Op(
         (
             Field("event", (str,), check=_trigger_key),
@@ -251,7 +246,6 @@ OPS: dict[str, Op] = {
             Field("ids", (list,), None),
             Field("all", (bool,), False),
         ),
-        waits=False,
     ),
     # One hook alone against a sample event (gatewayd hooks test): always traced.
     "test": Op(
@@ -268,11 +262,10 @@ OPS: dict[str, Op] = {
 _OP = Field("op", (str,))
 
 
-Request = tuple[Any, str, dict[str, Any], bool]
-"""A valid request as :func:`parse_request` returns it: ``(id, op, args, waits)``.
+Request = tuple[Any, str, dict[str, Any]]
+"""A valid request as :func:`parse_request` returns it: ``(id, op, args)``.
 
-``id`` is echoed back, ``args`` holds the op's declared fields with defaults filled in, and
-``waits`` says whether answering may wait on hooks (so replies ready should be sent first). A
+``id`` is echoed back and ``args`` holds the op's declared fields with defaults filled in. A
 plain tuple: building a NamedTuple or an object per request cost more than the checks (measured).
 """
 
@@ -340,8 +333,7 @@ def parse_request(line: bytes) -> Request:
                 raise _missing(field)
             else:
                 raise _mistyped(field, value)
-        # "wait": false turns a trigger into a quick op: it only queues.
-        return req_id, op, args, spec.waits and args.get("wait") is not False
+        return req_id, op, args
     except RequestError as exc:
         exc.req_id = req_id
         raise
