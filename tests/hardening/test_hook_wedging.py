@@ -241,21 +241,26 @@ def test_a_failure_that_raises_again_fails_its_hook_not_the_event(
     ran and the reply was empty."""
     hooks = state_dir / "hooks"
     for name, source in RAISES_AGAIN.items():
-        write_hook(hooks, name, events=["command:go"], handler=source)
-    write_hook(hooks, "last", events=["command:go"], meta={"priority": 200})
+        write_hook(hooks, name, events=["command:go", "agent:before_tool_call"], handler=source)
+    write_hook(
+        hooks, "last", events=["command:go", "agent:before_tool_call"], meta={"priority": 200}
+    )
     daemon = start_daemon()
     with daemon.control() as ctl:
         for session in ("s", "t"):
             assert ctl.ok("message", sessionKey=session, text="/go")["messages"] == ["last"]
         assert ctl.ok("trigger", event="command:go", sessionKey="u")["messages"] == ["last"]
+        # A result is read only on an event that takes one (agent:before_tool_call).
+        decision = ctl.ok("trigger", event="agent:before_tool_call", sessionKey="v")
         stats = {h["name"]: h["stats"] for h in ctl.ok("hooks")["hooks"]}
     assert not daemon.events("queue.dispatch_crashed")
     unprintable = "Unprintable: <str() of the exception raised RuntimeError>"
     for name in ("unprintable", "unprintable-sync"):
-        assert stats[name]["errors"] == 3
+        assert stats[name]["errors"] == 4
         assert stats[name]["lastError"]["message"] == unprintable
+    assert decision["messages"] == ["last"] and decision["result"] == {}, decision
     bad = [e for e in daemon.events("hook.bad_result") if e["hook"] == "bad-mapping"]
-    assert len(bad) == 3 and bad[0]["error"] == "RuntimeError: no iter", bad
+    assert len(bad) == 1 and bad[0]["error"] == "RuntimeError: no iter", bad
     assert daemon.stop() == 0
 
 

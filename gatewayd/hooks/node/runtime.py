@@ -17,16 +17,19 @@ for the same hooks (so a watched save of a ``.ts`` file imports while the Python
 of its calls is in flight, its handlers are dropped from a worker that stays in use, or its
 worker is stopped.
 
-Imports: a load's hooks are imported into its worker at once; when several are still waiting
-after :data:`LOAD_TIMEOUT_S` (top-level code that loops blocks every import after it), the
-worker is killed and those are imported one at a time in fresh workers, so that only the hooks at
-fault fail.
+Imports (``imports.py``): a load's hooks are imported into its worker one at a time, each
+bounded by :data:`LOAD_TIMEOUT_S`, so that only the hook at fault fails: an import that never
+settles is answered stuck by the worker, one that keeps the worker busy gets it killed and the
+hooks after it go into a fresh worker. A hook whose import overran is failed at once by the
+next loads, without being imported, until a file of the hook changes.
 
 Failures: a call answered with an error is that hook's error. A call that outlives its timeout is
 a timeout, and the worker is then pinged; one that does not answer within
-:data:`HANG_GRACE_S` is hung and killed. A killed or crashed worker fails the calls in flight,
-each with the reason; the generation then starts a new worker and loads the same hooks into it
-(with a back-off if it keeps dying), and calls wait for it within their own timeouts.
+:data:`HANG_GRACE_S` is hung and killed. Calls made meanwhile wait for that verdict, so the next
+hook of the same event is not sent into a worker about to be killed. A killed or crashed worker
+fails the calls in flight, each with the reason; the generation then starts a new worker and
+loads the same hooks into it (with a back-off if it keeps dying), and calls wait for it within
+their own timeouts.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ import structlog
 
 from gatewayd.hooks.events import HookEvent, encode_event
 from gatewayd.hooks.handlers import Handler, HandlerKind
+from gatewayd.hooks.node.imports import StuckImports, import_hooks
 from gatewayd.hooks.node.resolve import TS_SUFFIXES, NodeBinary
 from gatewayd.hooks.node.worker import NodeWorker, WorkerGone
 from gatewayd.hooks.results import merge_result
@@ -197,6 +201,15 @@ def apply_reply(
     for key in reply.get("removed") or ():
         if key not in opaque:
             context.pop(key, None)
+    if (problem := reply.get("resultError")) is not None:
+        hook_log.warning(
+            "hook.bad_result",
+            hook=hook,
+            event_key=event.key,
+            error=str(problem),
+            fix="return undefined or a plain object of the event's result fields",
+        )
+        return
     merge_result(event, hook, reply.get("result"))
 
 
@@ -216,8 +229,8 @@ class Generation:
         self.in_flight = 0
         self.gone: set[NodeHook] = set()
         """The hooks whose import failed only because the worker died under it."""
-        self.unattributed = False
-        """Whether its last import left several hooks stuck, none known to be at fault."""
+        self.stuck: set[NodeHook] = set()
+        """The hooks whose last import overran, each its own fault."""
         self.ids: list[str] = []
         """Its hooks' ids in its worker (taken when loaded: a hook object may be loaded again)."""
         self.worker: NodeWorker | None = None
@@ -225,101 +238,14 @@ class Generation:
         self.retired = False
         self.superseded = False
         self.restarts = 0
-        self._checking: set[NodeWorker] = set()
 
-    async def import_into(self, worker: NodeWorker, *, singly: bool = False) -> dict[NodeHook, str]:
-        """Load every hook into ``worker`` at once; returns hook -> error for the failures.
-
-        ``singly``: one at a time, each after the previous one answered, so that an import
-        that never finishes (or ends the worker) is known to be that hook's own; the hooks
-        after it are left in :attr:`gone`, for a fresh worker."""
-        if singly:
-            return await self._import_singly(worker)
-        futures = []
-        self.gone = set()
-        self.unattributed = False
-        errors: dict[NodeHook, str] = {}
-        for hook in self.hooks:
-            spec = {**hook.wire(), "id": hook.id, "tag": self.tag}
-            try:
-                futures.append((hook, worker.request({"op": "load", "hook": spec})))
-            except WorkerGone as exc:  # died since it said ready: out of _restart, fatal
-                errors[hook] = f"{hook.file}: import failed: {exc}"
-                self.gone.add(hook)
-        with anyio.move_on_after(LOAD_TIMEOUT_S):
-            for hook, future in futures:
-                try:
-                    reply = await future
-                except WorkerGone as exc:
-                    errors[hook] = f"{hook.file}: import failed: {exc}"
-                    self.gone.add(hook)
-                    continue
-                if not reply.get("ok"):
-                    errors[hook] = f"{hook.file}: import failed: {reply.get('error')}"
-                else:
-                    if isinstance(rss := reply.get("rss"), int):
-                        worker.rss = rss
-                    if hook.events:
-                        hook.events_found = tuple(str(n) for n in reply.get("events") or ())
-                        hook.description = str(reply.get("description") or "")
-        # The timeout cancels the future it interrupted: cancelled or still waiting is stuck.
-        stuck = [hook for hook, future in futures if future.cancelled() or not future.done()]
-        for _, future in futures:
-            if future.cancelled() or not future.done():
-                worker.forget(future)
-        if stuck:
-            names = ", ".join(h.name for h in stuck)
-            worker.kill(
-                f"the node worker was killed: importing {names} took over {LOAD_TIMEOUT_S:g} s"
-            )
-            errors.update({hook: _stuck_import(hook) for hook in stuck})
-            if len(stuck) > 1:
-                # Top-level code that loops blocks every import after it in the worker: which
-                # of them is at fault is not known, so each is tried again on its own.
-                self.gone.update(stuck)
-                self.unattributed = True
-        self._count_load(worker)
-        return errors
-
-    async def _import_singly(self, worker: NodeWorker) -> dict[NodeHook, str]:
-        self.gone = set()
-        errors: dict[NodeHook, str] = {}
-        for index, hook in enumerate(self.hooks):
-            spec = {**hook.wire(), "id": hook.id, "tag": self.tag}
-            try:
-                future = worker.request({"op": "load", "hook": spec})
-                with anyio.move_on_after(LOAD_TIMEOUT_S):
-                    reply = await future
-                    if isinstance(rss := reply.get("rss"), int):
-                        worker.rss = rss
-                    if not reply.get("ok"):
-                        errors[hook] = f"{hook.file}: import failed: {reply.get('error')}"
-                    elif hook.events:
-                        hook.events_found = tuple(str(n) for n in reply.get("events") or ())
-                        hook.description = str(reply.get("description") or "")
-                    continue
-            except WorkerGone as exc:  # its own import ended the worker (process.exit)
-                errors[hook] = f"{hook.file}: import failed: {exc}"
-            else:
-                worker.forget(future)
-                worker.kill(
-                    f"the node worker was killed: importing {hook.name} took over "
-                    f"{LOAD_TIMEOUT_S:g} s"
-                )
-                errors[hook] = _stuck_import(hook)
-            rest = self.hooks[index + 1 :]
-            self.gone.update(rest)
-            reason = worker.kill_reason or worker.exit_reason
-            errors.update({h: f"{h.file}: import failed: {reason}" for h in rest})
-            break
-        self._count_load(worker)
-        return errors
-
-    @staticmethod
-    def _count_load(worker: NodeWorker) -> None:
-        worker.generations += 1
-        if worker.generations == 1:
-            worker.first_rss = worker.rss
+    async def import_into(self, worker: NodeWorker) -> dict[NodeHook, str]:
+        """Import every hook into ``worker`` (``imports.import_hooks``); returns hook -> error
+        for the failures. :attr:`gone` is left holding those that failed only because the
+        worker died or was killed for another hook, :attr:`stuck` those whose import overran."""
+        done = await import_hooks(worker, self.hooks, self.tag, LOAD_TIMEOUT_S)
+        self.gone, self.stuck = done.gone, done.stuck
+        return done.errors
 
     async def call(
         self,
@@ -341,7 +267,15 @@ class Generation:
         loop = asyncio.get_running_loop()
         left = timeout_s
         worker = self.worker
-        if worker is None or not worker.alive or not self.ready.is_set():
+        if (
+            worker is None
+            or worker.suspect is not None
+            or not worker.alive
+            or not self.ready.is_set()
+        ):
+            # Also when a call ran past its timeout there and the worker may be hung: sent to
+            # it now, this call would fail with it when it is killed (the next hook of the
+            # same event, most often); it waits for the verdict, and for the new worker.
             deadline = loop.time() + timeout_s
             found = await self._wait_for_worker(timeout_s)
             if found is None:
@@ -363,7 +297,7 @@ class Generation:
             return _report_error(hook, event, str(exc), counted)
         except _Expired:
             worker.forget(future)
-            self.runtime.check_hung(self, worker, hook, timeout_s)
+            self.runtime.check_hung(worker, hook, timeout_s)
             return report_timeout(counted, event, timeout_s)
         finally:
             self.in_flight -= 1
@@ -381,7 +315,9 @@ class Generation:
             if not self.ready.is_set():
                 await self.ready.wait()
             worker = self.worker
-            while worker is not None and not worker.alive and not self.retired:
+            if worker is not None and worker.suspect is not None:
+                await worker.suspect.wait()
+            while worker is not None and worker.doomed and not self.retired:
                 # It died a moment ago and its replacement is on the way: wait for it.
                 await anyio.sleep(0.01)
                 if not self.ready.is_set():
@@ -396,13 +332,6 @@ class Generation:
 
 class _Expired(Exception):
     """A call's time ran out (set on its reply future by the call's timer)."""
-
-
-def _stuck_import(hook: NodeHook) -> str:
-    return (
-        f"{hook.file}: import did not finish within {LOAD_TIMEOUT_S:g} s "
-        "(top-level code that never settles?)"
-    )
 
 
 def _expire(future: asyncio.Future[dict[str, Any]]) -> None:
@@ -468,6 +397,7 @@ class NodeRuntime:
         """The last generation loaded, until it is activated."""
         self._early: EarlyLoad | None = None
         """The load :meth:`reimport` started, until a :meth:`load` takes or discards it."""
+        self._stuck = StuckImports()
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -571,8 +501,8 @@ class NodeRuntime:
         new module graph), in the background; returns that load, to be handed to :meth:`load`.
 
         A reload calls it before it re-reads the config and rebuilds the Python hooks, so that
-        the Node imports run meanwhile: a ``.ts`` save then costs what a ``.py`` save does
-        (issue 12; bench/NOTES.md). Only when the worker reloads in place (a fresh worker is
+        the Node imports run meanwhile: a ``.ts`` save then costs what a ``.py`` save does.
+        Only when the worker reloads in place (a fresh worker is
         not started on a guess), and one early load at a time. None when none was started.
         """
         current = self.current
@@ -638,39 +568,43 @@ class NodeRuntime:
             hook.id = f"{self._sequence}.{index}"
         generation = Generation(self, binary, hooks)
         self._loaded = generation
+        # A hook whose import overran in an earlier load, its files as they were, is failed
+        # without being imported again (it would hold this load as long again).
+        errors = await self._stuck.held(generation.hooks)
+        generation.hooks = [h for h in generation.hooks if h not in errors]
+        if not generation.hooks:
+            return generation, errors
         worker = await self._reusable(binary, generation.typescript)
         fresh = worker is None
         if worker is None:
             try:
                 worker = await self._start_worker(binary, generation.typescript)
             except WorkerGone as exc:
-                return generation, {hook: str(exc) for hook in generation.hooks}
-        errors = await generation.import_into(worker)
+                return generation, {**errors, **{h: str(exc) for h in generation.hooks}}
         every = generation.hooks
-        if worker.doomed:
+        own = await self._import_round(generation, worker)
+        progress = bool(own) or not fresh
+        while worker.doomed and progress:
             # It died under the imports (a top-level process.exit, or a crash of a call it ran
-            # meanwhile) or was killed for an import that never settled: the hooks that did not
-            # fail on their own account go into a fresh worker, once; when which hook was at
-            # fault is not known (several imports stuck), one at a time, each round failing
-            # the hook at fault, until a worker survives its imports.
-            singly = generation.unattributed
-            own = {h: e for h, e in errors.items() if h not in generation.gone}
+            # meanwhile) or was killed for an import that kept it busy: every hook that did not
+            # fail on its own account (those loaded into it too) goes into a fresh worker. Each
+            # round fails the next hook at fault, until a worker survives its imports.
             retry = [h for h in every if h not in own]
-            while retry and (own or not fresh or singly):
-                generation.hooks = retry
-                try:
-                    worker = await self._start_worker(binary, generation.typescript)
-                except WorkerGone as exc:
-                    return generation, {**own, **{h: str(exc) for h in retry}}
-                fresh = True
-                errors = {**own, **await generation.import_into(worker, singly=singly)}
-                if not singly or not worker.doomed:
-                    break
-                own = {h: e for h, e in errors.items() if h not in generation.gone}
-                retry = [h for h in retry if h not in own]
-            if worker.doomed:
-                reason = worker.exit_reason or worker.kill_reason
-                return generation, {h: errors.get(h) or f"{h.file}: {reason}" for h in every}
+            if not retry:
+                break
+            generation.hooks = retry
+            try:
+                worker = await self._start_worker(binary, generation.typescript)
+            except WorkerGone as exc:
+                return generation, {**errors, **own, **{h: str(exc) for h in retry}}
+            fresh = True
+            found = await self._import_round(generation, worker)
+            own.update(found)
+            progress = bool(found)
+        errors.update(own)
+        if worker.doomed:
+            reason = worker.exit_reason or worker.kill_reason
+            return generation, {h: errors.get(h) or f"{h.file}: {reason}" for h in hooks}
         generation.hooks = [h for h in generation.hooks if h not in errors]
         if not generation.hooks:  # nothing to run: no worker to keep
             if fresh:
@@ -684,6 +618,15 @@ class NodeRuntime:
             self._owner[worker] = generation
         generation.ready.set()
         return generation, errors
+
+    async def _import_round(
+        self, generation: Generation, worker: NodeWorker
+    ) -> dict[NodeHook, str]:
+        """Import ``generation.hooks`` into ``worker``; the failures that are the hooks' own
+        (not :attr:`Generation.gone`); stuck ones are remembered."""
+        errors = await generation.import_into(worker)
+        await self._stuck.remember(generation.stuck, LOAD_TIMEOUT_S)
+        return {h: e for h, e in errors.items() if h not in generation.gone}
 
     def activate(self, generation: Generation | None) -> None:
         """Make ``generation`` current (None: no JS hooks); retire the one it replaces."""
@@ -744,13 +687,12 @@ class NodeRuntime:
 
     # -- failures ---------------------------------------------------------------------------
 
-    def check_hung(
-        self, generation: Generation, worker: NodeWorker, hook: NodeHook, timeout_s: float
-    ) -> None:
-        """After ``hook`` timed out: kill ``worker`` if it does not answer a ping in time."""
-        if self._tg is None or worker in generation._checking or not worker.alive:
+    def check_hung(self, worker: NodeWorker, hook: NodeHook, timeout_s: float) -> None:
+        """After ``hook`` timed out: kill ``worker`` if it does not answer a ping in time.
+        Meanwhile :attr:`NodeWorker.suspect` holds new calls back (see :meth:`Generation.call`)."""
+        if self._tg is None or worker.suspect is not None or not worker.alive:
             return
-        generation._checking.add(worker)
+        verdict = worker.suspect = anyio.Event()
 
         async def check() -> None:
             try:
@@ -766,7 +708,8 @@ class NodeRuntime:
             except WorkerGone:
                 return
             finally:
-                generation._checking.discard(worker)
+                worker.suspect = None
+                verdict.set()
 
         self._tg.start_soon(check)
 

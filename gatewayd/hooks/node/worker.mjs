@@ -1,16 +1,19 @@
 // gatewayd's Node worker: loads the JS/TS hooks of one generation and runs their handlers.
 //
-// Started by gatewayd/hooks/node/worker.py with `--fd N`, a Unix socket to the daemon. Frames on it
-// are a 4-byte big-endian length and that many bytes of UTF-8 JSON, both ways:
+// Started by gatewayd/hooks/node/worker.py with `--fd N`, a Unix socket to the daemon, and
+// `--parent-fd M`, the read end of a pipe whose write end only the daemon holds. Frames on the
+// socket are a 4-byte big-endian length and that many bytes of UTF-8 JSON, both ways:
 //
-//   <- {op: "load", id, hook: {id, name, file, export, tag, events}}
-//   -> {id, ok: true, export, rss, events?, description?} | {id, ok: false, error}
+//   <- {op: "load", id, timeoutMs, hook: {id, name, file, export, tag, events}}
+//   -> {op: "importing", id}                 (as that load's import begins: loads run one at a time)
+//   -> {id, ok: true, export, rss, events?, description?} | {id, ok: false, error, stuck?}
 //   <- {op: "call", id, hook, cfg?, event: {type, action, sessionKey, timestamp, messages, context}}
-//   -> {id, ok: true, messages, changed, removed, result} | {id, ok: false, error}
+//   -> {id, ok: true, messages, changed, removed, result, resultError?} | {id, ok: false, error}
 //   <- {op: "begin", id}                     -> {id, ok: true, stale, rss}
 //   <- {op: "drop", id, hooks: [hook id]}    -> {id, ok: true}
 //   <- {op: "ping", id}                      -> {id, pong: true}
-//   -> {op: "log", hook, level, text}        (console output of a hook, unsolicited)
+//   -> {op: "log", hook, level, text}        (a hook's output, unsolicited: console.*, process.stdout
+//                                             and process.stderr, fs writes to fd 1 and 2)
 //   -> {op: "ready", node, pid, inplace}     (once, when the worker can take requests)
 //
 // The handler gets OpenClaw's InternalHookEvent: {type, action, sessionKey, context, timestamp
@@ -31,6 +34,17 @@
 // changed on disk since, which only a fresh worker can load anew. `drop` forgets a replaced
 // generation's handlers. Without registerHooks the daemon starts a fresh worker per generation.
 //
+// Imports run one at a time, each announced (`importing`) and bounded here by `timeoutMs`: an
+// import that never settles is answered `stuck` and the next one starts; one that loops never
+// yields, and the daemon, which knows which import began last, kills the worker for it.
+//
+// Everything this process starts dies with the daemon: a watchdog thread blocks reading the
+// parent pipe, which ends only when the daemon closes it or dies (kill -9 included), however
+// busy the main thread is; it then kills the detached children the hooks started (each its own
+// process group) and this process's group (the worker and the other children). The daemon kills
+// a worker the same way, by closing the pipe. The socket ending does the same from the main
+// thread.
+//
 // A single-file hook (`events: true` in its load) default-exports `defineHook({events: {...}})`:
 // entry number N is registered as hook `<id>.N` and called with `(event, ctx)`, where `ctx` is
 // Eve's HookContext shape: {agent: {name}, channel: {kind}, session: {id}} (gatewayd/hooks/define.py
@@ -40,14 +54,17 @@
 
 import net from "node:net";
 import module from "node:module";
-import { statSync } from "node:fs";
+import fs, { statSync } from "node:fs";
+import childProcess from "node:child_process";
+import { Worker } from "node:worker_threads";
 import { AsyncLocalStorage } from "node:async_hooks";
 import { format } from "node:util";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const current = new AsyncLocalStorage(); // the hook whose code is running
 const handlers = new Map(); // hook id -> {name, fn}
-const fd = Number(process.argv[process.argv.indexOf("--fd") + 1]);
+const argument = (name) => Number(process.argv[process.argv.indexOf(name) + 1]);
+const fd = argument("--fd");
 const channel = new net.Socket({ fd, readable: true, writable: true });
 
 function send(message) {
@@ -57,6 +74,44 @@ function send(message) {
   frame.write(text, 4, "utf8");
   channel.write(frame);
 }
+
+// -- everything this process starts dies with the daemon (see the header) ---------------------
+
+const MAX_DETACHED = 1024; // detached children remembered at once; more are not killed
+const detached = new Int32Array(new SharedArrayBuffer(4 * MAX_DETACHED)); // pids, 0: free slot
+const END_ALL = `
+  for (const pid of detached) if (pid > 0) try { process.kill(-pid, "SIGKILL"); } catch {}
+  try { process.kill(-process.pid, "SIGKILL"); } catch {}
+  process.kill(process.pid, "SIGKILL");
+`;
+const endAll = new Function("detached", "process", END_ALL);
+
+if (process.argv.includes("--parent-fd")) {
+  const watchdog = new Worker(
+    `const { workerData: { fd, detached } } = require("node:worker_threads");
+     const { readSync } = require("node:fs");
+     const byte = Buffer.alloc(1);
+     for (;;) { try { if (readSync(fd, byte, 0, 1, null) === 0) break; } catch (err) { if (err.code !== "EAGAIN" && err.code !== "EINTR") break; } }
+     ${END_ALL}`,
+    { eval: true, workerData: { fd: argument("--parent-fd"), detached } },
+  );
+  watchdog.unref();
+}
+
+// A detached child is a process group of its own: remembered until it exits.
+const spawnChild = childProcess.ChildProcess.prototype.spawn;
+childProcess.ChildProcess.prototype.spawn = function (options) {
+  const outcome = spawnChild.call(this, options);
+  const pid = this.pid;
+  if (options?.detached && pid > 0) {
+    const slot = detached.indexOf(0);
+    if (slot >= 0) {
+      detached[slot] = pid;
+      this.once("exit", () => Atomics.compareExchange(detached, slot, pid, 0));
+    }
+  }
+  return outcome;
+};
 
 // -- a fresh module graph per generation (see the header) ----------------------------------------
 
@@ -130,13 +185,68 @@ function describe(err) {
   return `thrown value: ${format(err)}`;
 }
 
-// console.* of a hook becomes a log frame naming the hook, so its lines reach the daemon's log.
+// A hook's output becomes log frames naming the hook, so its lines reach the daemon's log as its
+// own, never raw (a bare line, or one forged to look like the daemon's): console.*, and what it
+// writes to process.stdout, process.stderr or fds 1 and 2. What still reaches fd 1 or 2 (a
+// child process's output, Node's own) is read by the daemon and logged too.
+function output(level, text) {
+  send({ op: "log", hook: current.getStore() ?? null, level, text });
+}
 for (const [method, level] of [
   ["log", "info"], ["info", "info"], ["debug", "debug"], ["warn", "warning"], ["error", "error"],
 ]) {
-  console[method] = (...args) => {
-    send({ op: "log", hook: current.getStore() ?? null, level, text: format(...args) });
+  console[method] = (...args) => output(level, format(...args));
+}
+const LEVEL_OF_FD = { 1: "info", 2: "warning" };
+
+const bytesOf = (data) =>
+  ArrayBuffer.isView(data) ? Buffer.from(data.buffer, data.byteOffset, data.byteLength) : Buffer.from(data);
+
+// The text of a write, less one final line break (a log line is a line).
+function written(data, encoding) {
+  const text = typeof data === "string" ? data : bytesOf(data).toString(typeof encoding === "string" ? encoding : "utf8");
+  return text.endsWith("\n") ? text.slice(0, -1) : text;
+}
+
+for (const [stream, level] of [[process.stdout, "info"], [process.stderr, "warning"]]) {
+  stream.write = (chunk, encoding, callback) => {
+    if (typeof encoding === "function") callback = encoding;
+    output(level, written(chunk, encoding));
+    if (typeof callback === "function") process.nextTick(callback);
+    return true;
   };
+}
+
+const { writeSync, write } = fs;
+fs.writeSync = function (target, data, ...rest) {
+  const level = LEVEL_OF_FD[target];
+  if (level === undefined) return writeSync.call(this, target, data, ...rest);
+  const [text, bytes] = sliceWritten(data, rest);
+  output(level, text);
+  return bytes;
+};
+fs.write = function (target, data, ...rest) {
+  const level = LEVEL_OF_FD[target];
+  if (level === undefined) return write.call(this, target, data, ...rest);
+  const callback = rest.pop();
+  const [text, bytes] = sliceWritten(data, rest);
+  output(level, text);
+  if (typeof callback === "function") process.nextTick(callback, null, bytes, data);
+};
+module.syncBuiltinESMExports(); // `import { writeSync } from "node:fs"` sees these too
+
+// writeSync(fd, buffer, offset?, length?, position?) or (fd, string, position?, encoding?):
+// the text written and its length in bytes.
+function sliceWritten(data, rest) {
+  if (typeof data === "string") {
+    const encoding = typeof rest[1] === "string" ? rest[1] : "utf8";
+    return [written(data), Buffer.byteLength(data, encoding)];
+  }
+  const bytes = bytesOf(data);
+  const offset = typeof rest[0] === "number" ? rest[0] : 0;
+  const length = typeof rest[1] === "number" ? rest[1] : bytes.length - offset;
+  const part = bytes.subarray(offset, offset + length);
+  return [written(part), part.length];
 }
 
 // A stray rejection or throw in a hook's background work is logged, never fatal to the others.
@@ -274,22 +384,65 @@ async function call(message) {
   }
   const removed = [...before.keys()].filter((key) => !Object.hasOwn(after, key));
   const messages = Array.isArray(event.messages) ? event.messages.map((m) => (typeof m === "string" ? m : format(m))) : [];
-  // What it returned (an object of result fields, e.g. {block: true}), as JSON: merged by the
-  // daemon as a Python handler's return value is.
-  const text = value === undefined ? undefined : JSON.stringify(value);
-  const result = text === undefined ? null : JSON.parse(text);
-  return { id: message.id, ok: true, messages, changed, removed, result };
+  // What it returned (an object of result fields, e.g. {block: true}), as JSON: the daemon merges
+  // the event's declared fields of it as it does a Python handler's return value. A value that
+  // is no JSON is said so (resultError), never the handler's failure: its messages still count.
+  let result = null;
+  let resultError;
+  if (value !== undefined && value !== null) {
+    try {
+      const text = JSON.stringify(value);
+      if (text !== undefined && nestedPast(text, MAX_RESULT_DEPTH)) resultError = `nested deeper than ${MAX_RESULT_DEPTH} levels`;
+      else if (text !== undefined) result = JSON.parse(text);
+    } catch (err) {
+      resultError = `not JSON: ${describe(err)}`;
+    }
+  }
+  return { id: message.id, ok: true, messages, changed, removed, result, resultError };
 }
+
+const MAX_RESULT_DEPTH = 64; // as gatewayd/hooks/results.py's MAX_DEPTH
+
+// Whether JSON `text` nests deeper than `limit` arrays and objects.
+function nestedPast(text, limit) {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92) i++; // a backslash: skip the escaped character
+      else if (c === 34) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 123 || c === 91) {
+      if (++depth > limit) return true;
+    } else if (c === 125 || c === 93) depth--;
+  }
+  return false;
+}
+
+// Loads run one at a time (see the header): the daemon knows which import a blocked worker is in.
+let loads = Promise.resolve();
+
+function importOne(message) {
+  send({ op: "importing", id: message.id });
+  let timer;
+  const stuck = new Promise((resolve) => {
+    timer = setTimeout(resolve, message.timeoutMs ?? 10000, STUCK);
+  });
+  const loading = message.hook.events ? loadEvents(message.hook) : load(message.hook).then((name) => ({ export: name }));
+  return Promise.race([loading, stuck])
+    .then((loaded) => {
+      if (loaded === STUCK) send({ id: message.id, ok: false, stuck: true, error: "import did not settle" });
+      else send({ id: message.id, ok: true, ...loaded, rss: process.memoryUsage.rss() });
+    }, (err) => send({ id: message.id, ok: false, error: describe(err) }))
+    .finally(() => clearTimeout(timer));
+}
+const STUCK = Symbol("stuck");
 
 async function handle(message) {
   switch (message.op) {
     case "load":
-      try {
-        const loaded = message.hook.events ? await loadEvents(message.hook) : { export: await load(message.hook) };
-        send({ id: message.id, ok: true, ...loaded, rss: process.memoryUsage.rss() });
-      } catch (err) {
-        send({ id: message.id, ok: false, error: describe(err) });
-      }
+      loads = loads.then(() => importOne(message));
       break;
     case "begin":
       send(begin(message));
@@ -323,8 +476,9 @@ channel.on("data", (chunk) => {
     else handle(message).catch(failed);
   }
 });
-// The daemon closed its end (it stopped or retired this generation): nothing left to do.
-channel.on("end", () => process.exit(0));
-channel.on("error", () => process.exit(0));
+// The daemon closed its end (it stopped or retired this generation): nothing left to do, and
+// nothing this process started stays behind.
+channel.on("end", () => endAll(detached, process));
+channel.on("error", () => endAll(detached, process));
 if (process.argv.includes("--warm-typescript")) await import("./warm.ts");
 send({ op: "ready", node: process.version, pid: process.pid, inplace });
