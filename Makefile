@@ -1,5 +1,7 @@
 # make run   - set up .venv and start the daemon on its built-in default config
-# make test  - set up .venv, run `make lint`, then the whole test suite in parallel with coverage
+# make test  - set up .venv, run `make lint`, then the Node packages' tests (node-test) and the
+#              whole pytest suite in parallel with coverage; both run, either failing fails it
+# make node-test - install the Node packages (npm ci), build them, run their tests (node --test)
 # make lint  - ruff check, ruff format --check, mypy --strict (gatewayd, tests, each bundled hook)
 # make bench - run the benchmarks (bench/) and write bench/results/
 PYTHON ?= python3
@@ -7,7 +9,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench lint clean venv
+.PHONY: run test bench lint clean venv node-test
 
 # pytest-xdist: two workers per core. Most tests spend their time waiting on the daemons, CLI
 # runs, Node workers and containers they start, so one worker per core leaves the cores idle
@@ -39,9 +41,32 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/gatewayd run
 
+# The Node packages (clients/typescript, integrations/elizaos) are one npm workspace with one
+# lockfile: `npm ci` installs exactly it (from npm's cache first), `tsc` builds each package,
+# one `node --test` runs every test file of both. Their end-to-end tests start real `gatewayd
+# run`s from this .venv (LOG_LEVEL quiets the elizaOS runtime's info lines). NODE_TESTS=0 skips
+# them (`make test NODE_TESTS=0 PYTEST_ARGS=...`).
+NODE_TESTS ?= 1
+NODE_STAMP := node_modules/.installed
+NODE_TEST_FILES = clients/typescript/test/*.test.mjs integrations/elizaos/test/*.test.mjs
+
+$(NODE_STAMP): package-lock.json package.json clients/typescript/package.json integrations/elizaos/package.json
+	npm ci --no-audit --no-fund --prefer-offline
+	touch $(NODE_STAMP)
+
+node-test: $(STAMP) $(NODE_STAMP)
+	npm run --silent build --workspaces
+	LOG_LEVEL=warn node --test --test-force-exit $(NODE_TEST_FILES)
+
+# Both suites run even when the first fails, so one run reports every failure; the exit status
+# is the first failure's (pytest's 5, "no tests ran", stays visible to .ci/run).
 test: lint
+	@status=0; \
+	if [ "$(NODE_TESTS)" != 0 ]; then $(MAKE) --no-print-directory node-test || status=$$?; fi; \
 	$(BIN)/python -m pytest $(XDIST) --cov=gatewayd --cov-report=term:skip-covered \
-	  --cov-fail-under=$(COV_FLOOR) $(PYTEST_ARGS)
+	  --cov-fail-under=$(COV_FLOOR) $(PYTEST_ARGS) || { rc=$$?; [ $$status -ne 0 ] || status=$$rc; }; \
+	if [ $$status -ne 0 ]; then echo "make test: failed (exit $$status): see the node --test and pytest reports above" >&2; fi; \
+	exit $$status
 
 bench: $(STAMP)
 	# Byte-compile like an installed wheel is, even where PYTHONDONTWRITEBYTECODE is set:
@@ -57,4 +82,5 @@ lint: $(STAMP)
 	for hook in hooks/*/handler.py; do $(BIN)/mypy "$$hook" || exit 1; done
 
 clean:
-	rm -rf $(VENV) dist build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) dist build .pytest_cache .mypy_cache .ruff_cache node_modules \
+	  clients/typescript/dist integrations/elizaos/dist
