@@ -1,11 +1,12 @@
 """The Node runtime: generations of JS/TS hooks, the workers that run them, kept alive and replaced.
 
-A *generation* is the set of JS/TS hooks of one load, each imported with a module graph of its
-own (never a module of an earlier load). :meth:`NodeRuntime.load` imports a set of hooks into a
-new generation. It goes into the worker of the current generation when that worker can reload
-in place (``worker.mjs``: a tagged module graph per generation, Node 22.15+), so a reload costs
-the hooks' own imports and nothing else; into a fresh worker otherwise: on an older Node, when a
-file the worker loaded from ``node_modules`` changed on disk, or when the worker is due to be
+A *generation* (``generation.py``, which also makes its calls) is the set of JS/TS hooks of one
+load, each imported with a module graph of its own (never a module of an earlier load).
+:meth:`NodeRuntime.load` imports a set of hooks into a new generation. It goes into the worker
+of the current generation when that worker can reload in place (``worker.mjs``: a tagged module
+graph per generation, Node 22.15+), so a reload costs the hooks' own imports and nothing else;
+into a fresh worker otherwise: on an older Node, when a file the worker loaded from
+``node_modules`` changed on disk, or when the worker is due to be
 *recycled* (ESM modules are never unloaded, so a worker is replaced after
 :data:`RECYCLE_GENERATIONS` generations or :data:`RECYCLE_GROWTH_BYTES` of growth, which keeps
 its memory bounded however often hooks are edited). A fresh worker is the *spare* when one is
@@ -34,27 +35,26 @@ their own timeouts.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import json
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import anyio
 import anyio.abc
 import structlog
 
-from gatewayd.hooks.events import HookEvent, encode_event
-from gatewayd.hooks.handlers import Handler, HandlerKind
-from gatewayd.hooks.node.imports import StuckImports, import_hooks
-from gatewayd.hooks.node.resolve import TS_SUFFIXES, NodeBinary
+from gatewayd.hooks.node.generation import (
+    EarlyLoad,
+    Generation,
+    NodeHook,
+    NodeSubscription,
+    apply_reply,
+)
+from gatewayd.hooks.node.imports import StuckImports
+from gatewayd.hooks.node.resolve import NodeBinary
 from gatewayd.hooks.node.worker import NodeWorker, WorkerGone
-from gatewayd.hooks.results import merge_result
-from gatewayd.hooks.runners import Outcome, report_timeout
 
 log = structlog.get_logger("gatewayd.hooks.node")
 hook_log = structlog.get_logger("gatewayd.hooks")
@@ -74,307 +74,10 @@ RECYCLE_GROWTH_BYTES: Final = 64 << 20
 """...or once its resident set has grown this much since its first generation."""
 
 
-@dataclass(eq=False)
-class NodeHook:
-    """One JS/TS hook to load: its name, handler file and export, and where it is loaded."""
-
-    name: str
-    file: Path
-    export: str | None = None
-    hook_key: str = ""
-    """Its key in ``hooks.entries`` (default: ``name``)."""
-    handler: Handler | None = None
-    """The registry's handler for it (its counters); one is made when none is given."""
-    generation: Generation | None = None
-    """Set by :meth:`NodeRuntime.load` when the import succeeded."""
-    id: str = ""
-    events: bool = False
-    """A single-file hook: the module's default export is ``defineHook({events})``, each of
-    whose entries is called through a :class:`NodeSubscription`."""
-    events_found: tuple[str, ...] = ()
-    """The events map's names, as the worker's import found them."""
-    description: str = ""
-    _cfg: object = field(default=None, repr=False)
-    _cfg_json: str | None = field(default=None, repr=False)
-
-    def cfg_json(self, cfg: object) -> str | None:
-        """``cfg`` (this hook's view of the config, the same object event after event until a
-        reload) as JSON, encoded once; None when it is not JSON."""
-        if cfg is not self._cfg:
-            try:
-                self._cfg_json = json.dumps(cfg)
-            except (TypeError, ValueError):
-                self._cfg_json = None
-            self._cfg = cfg
-        return self._cfg_json
-
-    def wire(self) -> dict[str, Any]:
-        """What the worker is told to import (its ``load`` op, less the id and tag)."""
-        return {
-            "name": self.name,
-            "file": str(self.file),
-            "export": self.export,
-            "events": self.events,
-        }
-
-    def __post_init__(self) -> None:
-        self.hook_key = self.hook_key or self.name
-        if self.handler is None:
-            self.handler = Handler(
-                hook=self.name, hook_key=self.hook_key, kind=HandlerKind.NODE, node=self
-            )
-
-    async def run(self, event: HookEvent, timeout_s: float) -> Outcome:
-        """Run the handler on ``event`` (the registry's entry point for a ``node`` handler)."""
-        if self.generation is None:
-            return _report_error(self, event, "the hook was never loaded into a node worker")
-        return await self.generation.call(self, event, timeout_s)
-
-
-@dataclass(eq=False)
-class NodeSubscription:
-    """One entry of a JS/TS single-file hook's events map: what its registry handler runs."""
-
-    hook: NodeHook
-    entry: int
-    """The entry's position in the events map (``hook.events_found``): the worker knows it as
-    hook ``<hook id>.<entry>``."""
-    handler: Handler | None = None
-
-    async def run(self, event: HookEvent, timeout_s: float) -> Outcome:
-        """Call the entry of the hook's events map with ``(event, ctx)``."""
-        hook = self.hook
-        if hook.generation is None:
-            return _report_error(hook, event, "the hook was never loaded into a node worker")
-        return await hook.generation.call(hook, event, timeout_s, self.entry, self.handler)
-
-
-_AT = re.compile(r"\(at (.+:\d+):\d+\)$")
-
-
-def _report_error(
-    hook: NodeHook, event: HookEvent, error: str, handler: Handler | None = None
-) -> Outcome:
-    """Log and count a JS handler's failure as ``runners.report_failure`` does a Python one's
-    (on ``handler``, default the hook's); ``where`` is the ``file:line`` the worker found in the
-    JS stack, if any."""
-    handler = handler or hook.handler
-    assert handler is not None
-    match = _AT.search(error)
-    where = match[1] if match else None
-    handler.stats.error(error, where)
-    hook_log.error(
-        "hook.error",
-        hook=hook.name,
-        event_key=event.key,
-        session_key=event.session_key,
-        error=error,
-        where=where or str(hook.file),
-    )
-    return Outcome.ERROR
-
-
-def apply_reply(
-    event: HookEvent, reply: dict[str, Any], opaque: frozenset[str], hook: str = ""
-) -> None:
-    """Apply what JS handler ``hook`` did: its ``messages``, the context keys it changed, and
-    what it returned (merged as a Python handler's return value is, ``results.merge_result``).
-
-    A changed list or dict is updated in place, so a reference the emitter holds (e.g. to
-    ``bootstrapFiles``) sees the change as it does with a Python handler.
-    """
-    messages = reply.get("messages")
-    if isinstance(messages, list):
-        event.messages[:] = [str(m) for m in messages]
-    context = event.context
-    for key, value in (reply.get("changed") or {}).items():
-        if key in opaque:
-            continue
-        old = context.get(key)
-        if isinstance(old, list) and isinstance(value, list):
-            old[:] = value
-        elif isinstance(old, dict) and isinstance(value, dict):
-            old.clear()
-            old.update(value)
-        else:
-            context[key] = value
-    for key in reply.get("removed") or ():
-        if key not in opaque:
-            context.pop(key, None)
-    if (problem := reply.get("resultError")) is not None:
-        hook_log.warning(
-            "hook.bad_result",
-            hook=hook,
-            event_key=event.key,
-            error=str(problem),
-            fix="return undefined or a plain object of the event's result fields",
-        )
-        return
-    merge_result(event, hook, reply.get("result"))
-
-
-class Generation:
-    """The hooks of one load and the worker that runs them (replaced if it dies)."""
-
-    def __init__(self, runtime: NodeRuntime, binary: NodeBinary, hooks: Sequence[NodeHook]):
-        self.runtime = runtime
-        self.binary = binary
-        self.hooks = list(hooks)
-        self.asked = tuple(hooks)
-        """Every hook its load asked for, the ones whose import failed too (:attr:`hooks` keeps
-        those that loaded)."""
-        self.tag = str(runtime._sequence)
-        """In the URL of each of its modules (``worker.mjs``): its module graph is its own."""
-        self.typescript = any(h.file.suffix in TS_SUFFIXES for h in hooks)
-        self.in_flight = 0
-        self.gone: set[NodeHook] = set()
-        """The hooks whose import failed only because the worker died under it."""
-        self.stuck: set[NodeHook] = set()
-        """The hooks whose last import overran, each its own fault."""
-        self.ids: list[str] = []
-        """Its hooks' ids in its worker (taken when loaded: a hook object may be loaded again)."""
-        self.worker: NodeWorker | None = None
-        self.ready = anyio.Event()
-        self.retired = False
-        self.superseded = False
-        self.restarts = 0
-
-    async def import_into(self, worker: NodeWorker) -> dict[NodeHook, str]:
-        """Import every hook into ``worker`` (``imports.import_hooks``); returns hook -> error
-        for the failures. :attr:`gone` is left holding those that failed only because the
-        worker died or was killed for another hook, :attr:`stuck` those whose import overran."""
-        done = await import_hooks(worker, self.hooks, self.tag, LOAD_TIMEOUT_S)
-        self.gone, self.stuck = done.gone, done.stuck
-        return done.errors
-
-    async def call(
-        self,
-        hook: NodeHook,
-        event: HookEvent,
-        timeout_s: float,
-        entry: int | None = None,
-        handler: Handler | None = None,
-    ) -> Outcome:
-        """Run ``hook`` (its events-map entry number ``entry``, for a single-file hook) on
-        ``event`` in this generation's worker within ``timeout_s``; failures are counted on
-        ``handler`` (default: the hook's).
-
-        The usual case (a live worker) costs one timer, not a cancel scope: the reply future
-        fails with :class:`_Expired` when the time is up.
-        """
-        counted = handler or hook.handler
-        assert counted is not None
-        loop = asyncio.get_running_loop()
-        left = timeout_s
-        worker = self.worker
-        if (
-            worker is None
-            or worker.suspect is not None
-            or not worker.alive
-            or not self.ready.is_set()
-        ):
-            # Also when a call ran past its timeout there and the worker may be hung: sent to
-            # it now, this call would fail with it when it is killed (the next hook of the
-            # same event, most often); it waits for the verdict, and for the new worker.
-            deadline = loop.time() + timeout_s
-            found = await self._wait_for_worker(timeout_s)
-            if found is None:
-                return report_timeout(counted, event, timeout_s)
-            if isinstance(found, str):
-                return _report_error(hook, event, found, counted)
-            worker, left = found, max(0.0, deadline - loop.time())
-        cfg = event.context.get("cfg")
-        cfg_json = None if cfg is None else hook.cfg_json(cfg)
-        event_json, opaque = encode_event(event, without_cfg=cfg_json is not None)
-        self.in_flight += 1
-        timer: asyncio.TimerHandle | None = None
-        try:
-            target = hook.id if entry is None else f"{hook.id}.{entry}"
-            future = worker.call(target, event_json, cfg_json)
-            timer = loop.call_later(left, _expire, future)
-            reply = await future
-        except WorkerGone as exc:
-            return _report_error(hook, event, str(exc), counted)
-        except _Expired:
-            worker.forget(future)
-            self.runtime.check_hung(worker, hook, timeout_s)
-            return report_timeout(counted, event, timeout_s)
-        finally:
-            self.in_flight -= 1
-            if timer is not None:
-                timer.cancel()
-        if not reply.get("ok"):
-            return _report_error(hook, event, str(reply.get("error")), counted)
-        apply_reply(event, reply, opaque, hook.name)
-        return Outcome.OK
-
-    async def _wait_for_worker(self, timeout_s: float) -> NodeWorker | str | None:
-        """A live worker once there is one (its replacement, after a crash); the reason when
-        there will be none; None when ``timeout_s`` ran out first."""
-        with anyio.move_on_after(timeout_s):
-            if not self.ready.is_set():
-                await self.ready.wait()
-            worker = self.worker
-            if worker is not None and worker.suspect is not None:
-                await worker.suspect.wait()
-            while worker is not None and worker.doomed and not self.retired:
-                # It died a moment ago and its replacement is on the way: wait for it.
-                await anyio.sleep(0.01)
-                if not self.ready.is_set():
-                    await self.ready.wait()
-                worker = self.worker
-            if worker is None or not worker.alive:
-                reason = worker.exit_reason if worker is not None else None
-                return reason or "no node worker is running its hooks"
-            return worker
-        return None
-
-
-class _Expired(Exception):
-    """A call's time ran out (set on its reply future by the call's timer)."""
-
-
-def _expire(future: asyncio.Future[dict[str, Any]]) -> None:
-    if not future.done():
-        future.set_exception(_Expired())
-
-
 def _due(worker: NodeWorker) -> bool:
     """Whether ``worker`` has loaded enough generations in place to be replaced."""
     grown = worker.rss - worker.first_rss
     return worker.generations >= RECYCLE_GENERATIONS or grown > RECYCLE_GROWTH_BYTES
-
-
-@dataclass(eq=False)
-class EarlyLoad:
-    """A load started by :meth:`NodeRuntime.reimport`, ahead of the build that will ask for it."""
-
-    binary: NodeBinary
-    hooks: list[NodeHook]
-    """Stand-ins for the hooks of the current generation's load (the build makes its own)."""
-    done: anyio.Event = field(default_factory=anyio.Event)
-    generation: Generation | None = None
-    errors: dict[NodeHook, str] = field(default_factory=dict)
-
-    def adopt(
-        self, binary: NodeBinary, hooks: Sequence[NodeHook]
-    ) -> tuple[Generation, dict[NodeHook, str]] | None:
-        """This load as the load of ``hooks``, or None when they are not what it imported (a
-        hook added, removed or changed in name, file, export or kind, or another Node)."""
-        generation = self.generation
-        if (
-            generation is None
-            or binary != self.binary
-            or [h.wire() for h in hooks] != [h.wire() for h in self.hooks]
-        ):
-            return None
-        own = dict(zip(self.hooks, hooks, strict=True))
-        for stand_in, hook in own.items():
-            hook.id, hook.generation = stand_in.id, stand_in.generation
-            hook.events_found, hook.description = stand_in.events_found, stand_in.description
-        generation.hooks = [own[h] for h in generation.hooks]
-        generation.asked = tuple(hooks)
-        return generation, {own[h]: reason for h, reason in self.errors.items()}
 
 
 @dataclass
@@ -410,6 +113,11 @@ class NodeRuntime:
                 await anyio.sleep_forever()
         finally:
             self._tg = None
+
+    @property
+    def load_timeout_s(self) -> float:
+        """:data:`LOAD_TIMEOUT_S`, read when a load asks (tests shorten it)."""
+        return LOAD_TIMEOUT_S
 
     @property
     def workers(self) -> list[NodeWorker]:
@@ -753,3 +461,13 @@ class NodeRuntime:
         self._owner[worker] = generation
         generation.ready.set()
         log.info("node.worker_restarted", pid=worker.pid, restarts=generation.restarts)
+
+
+__all__ = [
+    "EarlyLoad",
+    "Generation",
+    "NodeHook",
+    "NodeRuntime",
+    "NodeSubscription",
+    "apply_reply",
+]
