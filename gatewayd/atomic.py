@@ -195,8 +195,7 @@ def read_fd(fd: int, size: int, want: int = sys.maxsize) -> bytes:
 
     Reads sized from that, doubling while the file grows: ``os.read(fd, n)`` allocates ``n``
     bytes first, and a fixed 1 MiB request made each small file's read cost heap growth and page
-    faults (~400 page faults in a cold load of 1,000 hooks, for the end-of-file read alone;
-    bench/NOTES.md, issue 18, session 6)."""
+    faults (~400 page faults in a cold load of 1,000 hooks, for the end-of-file read alone)."""
     chunks: list[bytes] = []
     got = 0
     step = size + 1

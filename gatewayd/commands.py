@@ -94,7 +94,7 @@ def message_id() -> str:
     """A fresh ``messageId``: 32 hex digits, a random 64-bit prefix drawn once per process and
     a 64-bit counter, so unique within the run and (by the prefix) across runs. Not
     ``uuid.uuid4().hex`` (same length and alphabet): building a ``UUID`` a message was 3% of
-    the loop's GIL samples (py-spy, issue 18 session 6, bench/NOTES.md)."""
+    the loop's GIL samples of a daemon answering ``message`` ops (py-spy)."""
     return f"{_MESSAGE_ID_PREFIX}{next(_message_numbers):016x}"
 
 
@@ -138,7 +138,7 @@ class _SessionLock:
     loop and is handed the lock by the holder leaving. Not ``anyio.Lock``: building one asks
     sniffio which library runs, and its ``acquire`` and ``release`` look up the current task
     (7% and 5% of the loop's GIL samples, py-spy); with this lock, daemon CPU per message,
-    memory journal, 106 -> 92 us (median of 6 interleaved rounds, issue 18, bench/NOTES.md).
+    memory journal, 106 -> 92 us (``message`` ops under load, median of 6 interleaved rounds).
     A plain async context manager, not ``@asynccontextmanager`` (~5% of the loop's CPU)."""
 
     __slots__ = ("held", "key", "table", "users", "waiters")
@@ -365,7 +365,7 @@ class CommandRouter:
         if delivered:
             now = iso_now()
             records = [*records, *(message_line("assistant", t, now) for t in delivered)]
-        if entry is not None and records:  # one write a message, not two (issue 18)
+        if entry is not None and records:  # one write a message (its lines and the reply's)
             await self.sessions.append(entry, records)
         try:
             if outcomes:
@@ -386,8 +386,8 @@ class CommandRouter:
         """Post a reply's ``message:sent`` events (``Dispatcher.post_all``), when a hook hears
         them. When nothing does, :meth:`send_out` does not call this: they are done as accepted
         (design.md section 8) and not even built: three events a message; daemon CPU per
-        message, median of 6 interleaved rounds, memory journal 100 -> 90 us, SQLite 168 -> 137
-        us (issue 18, bench/NOTES.md)."""
+        message (``message`` ops under load, median of 6 interleaved rounds): memory journal
+        100 -> 90 us, SQLite 168 -> 137 us."""
         events: list[HookEvent] = []
         for content, reason, error, timestamp in outcomes:
             sent = self._event(

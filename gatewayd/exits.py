@@ -25,7 +25,7 @@ from collections.abc import Iterable
 # `typing.TYPE_CHECKING`, without importing typing: the modules `gatewayd status` imports
 # (this one, paths, client, cli.app, cli.remote, cli.common, cli.tracing) import typing only for
 # the type checker, which reads any `TYPE_CHECKING` as true. typing costs ~2 ms of the command's
-# ~20 (bench/NOTES.md, issue 18).
+# ~20 (``python -X importtime``).
 TYPE_CHECKING = False
 
 if TYPE_CHECKING:  # the config stack (pydantic) is imported only where a config is loaded

@@ -135,7 +135,7 @@ class Paths:
     """The resolved locations for one state dir and config (built by ``gatewayd.config``).
 
     A plain class: a ``NamedTuple`` would import typing and build its class with ``exec``, ~3 ms
-    of every ``gatewayd status`` that never uses it (bench/NOTES.md, issue 18).
+    of every ``gatewayd status`` that never uses it.
     """
 
     __slots__ = ("config_file", "control_socket", "state", "workspace")

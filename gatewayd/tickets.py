@@ -67,7 +67,7 @@ class Ticket:
     Made, waited on and finished on the event loop. A waiter awaits a bare future of the loop,
     made only if the dispatch has not ended yet: no ``anyio.Event`` per ticket (its creation
     asks sniffio which library runs, its wait checks the cancel scopes; with the workers' idle
-    wake-up, ``TriggerQueue._idle``: -7 to -19 us of daemon CPU per message, issue 18). A
+    wake-up, ``TriggerQueue._idle``: -7 to -19 us of daemon CPU per ``message`` op). A
     cancelled waiter's future is cancelled alone."""
 
     __slots__ = (

@@ -155,7 +155,7 @@ def _plain(loader: Any, node: yaml.Node) -> Any:
 
     PyYAML's constructor spends ~17 us on a typical HOOK.md frontmatter (15 nodes: a generator
     per collection, a memo, the deep/shallow bookkeeping aliases need); this walk takes ~4 us,
-    ~13 ms of a cold load of 1,000 hooks (bench/NOTES.md, issue 18, session 6). Scalars other
+    ~13 ms of a cold load of 1,000 hooks. Scalars other
     than strings go through PyYAML's own constructor functions, so ints, floats and timestamps
     read exactly as before.
     """

@@ -68,7 +68,7 @@ def _status_without_parser(argv: list[str]) -> tuple[None, None, bool] | None:
 
     The command a monitor runs in a loop is answered without argparse: building the parser
     (help formatter, message lookups: ``shutil``, ``gettext``, ``locale``) was a third of its
-    wall time, and importing argparse ~2 ms more (bench/NOTES.md, issue 18). Anything else goes
+    wall time, and importing argparse ~2 ms more. Anything else goes
     through the parser.
     """
     if argv == ["status"] or argv == ["status", "--json"]:

@@ -17,8 +17,8 @@ changed, or each would leave one more thread stuck.
 Why one watched thread per load rather than a thread per import: starting and joining a thread
 per import cost 0.4 to 0.7 ms each on a loaded 2-core VM (400 to 700 ms of a cold load of 1,000
 hooks), and handing each import to a thread kept waiting still 50 to 100 us (GIL and futex
-hand-offs both ways); a step costs two uncontended lock round trips here (bench/NOTES.md,
-issue 18). A load whose import overruns is started again, so the hooks before it are imported
+hand-offs both ways); a step costs two uncontended lock round trips here. A load whose import
+overruns is started again, so the hooks before it are imported
 twice; that happens only on this failure path, which has already waited out a timeout.
 """
 

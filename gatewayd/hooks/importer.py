@@ -133,7 +133,7 @@ def read_checked(
     A file directly in ``inside`` (a hook's handler) is opened with ``O_NOFOLLOW`` and checked
     on the descriptor it is read from: it is no symlink, so its real path is ``path``, and the
     checks see the very file read. That is one ``lstat`` and a path walk less than checking,
-    then reading (~3 us of each hook's cold load; bench/NOTES.md, issue 18, session 7). A file
+    then reading (~3 us of each hook's cold load). A file
     that does not open so (a symlink, a missing or unreadable file) and one in a subdirectory
     are checked by :func:`check_file` first, as before, then read.
     """
@@ -249,7 +249,7 @@ def _file_spec(name: str, loader: HookImporter, origin: str, package_dir: str | 
     if directory and sys.pycache_prefix is None and origin.endswith(_SOURCE_SUFFIXES):
         # What spec.cached would compute (cache_from_source(origin)), from the file name's
         # part, the same for every hook's handler.py: ~2.5 us less of each hook's cold load
-        # (bench/NOTES.md, issue 18, session 7).
+        # (a first load of 1,000 hooks).
         spec.cached = f"{directory}{os.sep}{_pycache_name(filename)}"
     return spec
 
@@ -258,7 +258,7 @@ def _new_module(spec: ModuleSpec) -> types.ModuleType:
     """What ``importlib.util.module_from_spec(spec)`` makes of one of this importer's specs
     (a loader that leaves module creation to the default): the same attributes, set directly.
     ``module_from_spec``'s generic path (``hasattr`` probes, ``getattr`` before each attribute)
-    was ~5 us of each hook's cold load, two modules a hook (bench/NOTES.md, issue 18, session 6).
+    was ~5 us of each hook's cold load, two modules a hook (cProfile of a first load).
     """
     module = types.ModuleType(spec.name)
     module.__loader__ = spec.loader
@@ -294,8 +294,8 @@ class HookImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.safe_dirs: set[str] | None = None
         """While a load runs (:meth:`install` to :meth:`retain`): the directories its imports
         found safe, each checked once per load rather than once per file (the hook root was
-        stat-ed for every hook: ~2.5 us of each hook's cold load; bench/NOTES.md, issue 18,
-        session 6). ``None`` between loads: a sibling imported then is checked in full."""
+        stat-ed for every hook: ~2.5 us of each hook's cold load). ``None`` between loads: a
+        sibling imported then is checked in full."""
         self._lock = threading.RLock()
 
     # -- the importlib protocol (sibling modules a hook imports) ---------------------------

@@ -5,7 +5,7 @@ first line buffered in a turn of the event loop schedules one flush at the end o
 (``loop.call_soon``), which writes every buffered line, in order, with one ``O_APPEND`` write
 (one per file when a rotation falls inside the batch). A thread hop per line (the sync handler
 this was) cost ~120 us of CPU per command on the bench machine; a batch write costs a few us
-per batch (bench/NOTES.md, issue 18).
+per batch.
 
 The flush holds an exclusive ``flock`` on a lock file next to the log, so rotation and the write
 happen as one step also against other processes sharing the state dir. The lock is taken
