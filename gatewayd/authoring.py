@@ -1,8 +1,10 @@
-"""Scaffolding a new hook: ``gatewayd hooks new NAME [--events ...] [--command]``.
+"""Scaffolding a new hook: ``gatewayd hooks new NAME [--lang py|ts|js] [--events ...] [--command]``.
 
-:func:`scaffold` writes ``<state>/hooks/NAME`` with a valid ``HOOK.md`` and either a typed async
-``handler.py`` or an executable ``handler`` script (a command hook, Python 3 reading the event
-JSON on stdin). The directory is written under a temporary dot-name in the managed root and
+:func:`scaffold` writes ``<state>/hooks/NAME`` with a valid ``HOOK.md`` and a handler that runs as
+written: a typed async ``handler.py`` (``--lang py``, the default), a typed ``handler.ts`` (``ts``:
+Node strips the types itself, nothing to build), an ES module ``handler.js`` (``js``), or an
+executable ``handler`` script (``--command``: a command hook, Python 3 reading the event JSON on
+stdin). The directory is written under a temporary dot-name in the managed root and
 renamed into place, so a running daemon's watcher sees the whole hook appear at once and loads
 it; it never sees half a hook.
 
@@ -32,6 +34,9 @@ from gatewayd.hooks.events import EventKeyError, parse_event_key
 NAME_RE: Final = re.compile(r"[a-z0-9][a-z0-9_-]*")
 MAX_NAME: Final = 64
 GUIDE: Final = "docs/hooks.md (the author's guide, in the gatewayd source tree)"
+LANGS: Final = ("py", "ts", "js")
+"""The languages ``hooks new --lang`` writes a handler in."""
+HANDLER_FILES: Final = {"py": "handler.py", "ts": "handler.ts", "js": "handler.js"}
 
 
 class AuthoringError(Exception):
@@ -86,12 +91,14 @@ class Scaffolded:
     files: tuple[str, ...]
     events: tuple[str, ...]
     command: bool
+    lang: str
 
 
-def _hook_md(name: str, description: str, events: Sequence[str], command: bool) -> str:
+def _hook_md(name: str, description: str, events: Sequence[str], handler_file: str) -> str:
     # JSON is YAML: the user's description and the event keys are quoted safely.
+    command = handler_file == "handler"
     requires = '\n    requires:\n      bins: ["python3"]' if command else ""
-    handler = "`handler` (an executable)" if command else "`handler.py`"
+    handler = "`handler` (an executable)" if command else f"`{handler_file}`"
     return f"""\
 ---
 name: {name}
@@ -148,6 +155,54 @@ async def handler(event: HookEvent, ctx: HookContext) -> None:
 '''
 
 
+def _handler_ts(name: str, events: Sequence[str]) -> str:
+    runs_on = ", ".join(events)
+    return f"""\
+// {name}: runs on {runs_on} (metadata.eliza.events in HOOK.md).
+//
+// Node runs this file as written: its type stripper erases the types (no build, nothing to
+// install; Node >= 22.18, or the Node 24 of the gatewayd[node] extra). Save an edit and a
+// running gatewayd imports it again. Types only: `enum` and `namespace` need code generation,
+// which the stripper does not do (use a const object).
+
+/** The event, as OpenClaw's InternalHookEvent: what a handler gets. */
+interface HookEvent {{
+  type: string; // "command", "session", "agent", "gateway", "message"
+  action: string; // "new", "received", ...: event.type + ":" + event.action is the key
+  sessionKey: string;
+  context: Record<string, unknown>; // the event's details (docs/hooks.md, section 4)
+  timestamp: Date;
+  messages: string[]; // push strings to reply
+}}
+
+/** Called once per matching event. Return nothing, or fields to merge (`{{ block: true }}`). */
+export default async function handler(event: HookEvent): Promise<void> {{
+  console.log(`{name}: ${{event.type}}:${{event.action}} on ${{event.sessionKey}}`); // hook.console
+  event.messages.push(`{name} saw ${{event.type}}:${{event.action}}`);
+}}
+"""
+
+
+def _handler_js(name: str, events: Sequence[str]) -> str:
+    runs_on = ", ".join(events)
+    return f"""\
+// {name}: runs on {runs_on} (metadata.eliza.events in HOOK.md).
+//
+// An ES module, run by Node as written (Node >= 18). Save an edit and a running gatewayd
+// imports it again.
+
+/**
+ * Called once per matching event. `event` is OpenClaw's InternalHookEvent: type, action,
+ * sessionKey, context (the event's details), timestamp (a Date) and messages (push strings to
+ * reply). Return nothing, or fields to merge (`{{ block: true }}`).
+ */
+export default async function handler(event) {{
+  console.log(`{name}: ${{event.type}}:${{event.action}} on ${{event.sessionKey}}`); // hook.console
+  event.messages.push(`{name} saw ${{event.type}}:${{event.action}}`);
+}}
+"""
+
+
 def _handler_command(name: str, events: Sequence[str]) -> str:
     runs_on = ", ".join(events)
     return f'''\
@@ -198,23 +253,33 @@ def scaffold(
     *,
     command: bool = False,
     description: str | None = None,
+    lang: str = "py",
 ) -> Scaffolded:
     """Write a new hook ``name`` into the managed root of ``config``; see the module docstring.
 
-    ``events`` defaults to ``command:<name>`` (so ``/name`` tries it out). Raises
-    :class:`AuthoringError` for an invalid name or event, or a name already in use.
+    ``events`` defaults to ``command:<name>`` (so ``/name`` tries it out); ``lang`` is one of
+    :data:`LANGS`. Raises :class:`AuthoringError` for an invalid name, event or language, or a
+    name already in use.
     """
     check_name(name)
+    if lang not in LANGS:
+        raise AuthoringError(f"--lang {lang!r}: choose one of {', '.join(LANGS)}")
+    if command and lang != "py":
+        raise AuthoringError(
+            f"--command writes an executable script (a command hook, any language) and --lang "
+            f"{lang} a {HANDLER_FILES[lang]}: choose one"
+        )
     keys = list(events) or [f"command:{name}"]
     parse_events(keys)
     if where := _existing(config, name):
         raise AuthoringError(f"hook {name!r}: {where}")
     text = description or f"{name}: describe what this hook does in one line"
-    files = {"HOOK.md": _hook_md(name, text, keys, command)}
-    if command:
-        files["handler"] = _handler_command(name, keys)
-    else:
-        files["handler.py"] = _handler_py(name, keys)
+    handler_file = "handler" if command else HANDLER_FILES[lang]
+    write = {"py": _handler_py, "ts": _handler_ts, "js": _handler_js}[lang]
+    files = {
+        "HOOK.md": _hook_md(name, text, keys, handler_file),
+        handler_file: _handler_command(name, keys) if command else write(name, keys),
+    }
 
     root = config.paths.managed_hooks
     root.mkdir(parents=True, exist_ok=True)
@@ -232,4 +297,4 @@ def scaffold(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return Scaffolded(name, target, tuple(files), tuple(keys), command)
+    return Scaffolded(name, target, tuple(files), tuple(keys), command, lang)

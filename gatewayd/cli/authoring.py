@@ -36,8 +36,16 @@ def _refused(what: str, problems: list[str], nothing: str) -> int:
     return 1
 
 
+_HANDLER_LINES = {
+    "py": "handler.py  async def handler(event, ctx): the code",
+    "ts": "handler.ts  export default async function handler(event): the code, run by Node",
+    "js": "handler.js  export default async function handler(event): the code, run by Node",
+}
+
+
 def cli_new(args: argparse.Namespace) -> int:
-    """``gatewayd hooks new NAME [--events KEYS] [--command] [--description TEXT]``."""
+    """``gatewayd hooks new NAME [--lang py|ts|js] [--events KEYS] [--command] [--description
+    TEXT]``."""
     config = load_config_or_exit(args.config)
     try:
         events = parse_events(args.events or [])
@@ -47,6 +55,7 @@ def cli_new(args: argparse.Namespace) -> int:
             events,
             command=args.command_hook,
             description=args.description,
+            lang=args.lang,
         )
     except AuthoringError as exc:
         raise UserError(str(exc)) from None
@@ -61,13 +70,14 @@ def cli_new(args: argparse.Namespace) -> int:
                 "files": list(made.files),
                 "events": list(made.events),
                 "command": made.command,
+                "lang": made.lang,
             }
         )
         return 0
     handler = (
         "handler     an executable script: the event JSON on stdin, reply lines on stdout"
         if made.command
-        else "handler.py  async def handler(event, ctx): the code"
+        else _HANDLER_LINES[made.lang]
     )
     print(f"created hook {made.name} in {made.path}")
     print(f"  HOOK.md     its name, description and events ({', '.join(made.events)})")

@@ -188,6 +188,14 @@ def _add_hooks(sub: Any) -> None:
     p = _command(hsub, "hooks new", "scaffold a hook in $STATE/hooks")
     p.add_argument("name", metavar="NAME", help="lowercase letters, digits, - and _")
     p.add_argument(
+        "--lang",
+        # gatewayd.authoring.LANGS, not imported here: that module loads the config and discovery
+        choices=("py", "ts", "js"),
+        default="py",
+        help="the handler's language: py (handler.py, the default), ts (handler.ts), js "
+        "(handler.js); TypeScript and JavaScript run in Node as written",
+    )
+    p.add_argument(
         "--events",
         action="append",
         metavar="KEYS",

@@ -51,6 +51,14 @@ def test_scaffolded_installed_and_linked_hooks_answer_live(
         until_status(control, "live-cmd", "ready")
         assert reply(control, "/c") == ["live-cmd saw command:c"]
 
+        # TypeScript and JavaScript, as scaffolded: run by the Node worker as written.
+        ok(run_cli("hooks", "new", "live-ts", "--lang", "ts"))
+        ok(run_cli("hooks", "new", "live-js", "--lang", "js"))
+        until_status(control, "live-ts", "ready")
+        until_status(control, "live-js", "ready")
+        assert reply(control, "/live-ts") == ["live-ts saw command:live-ts"]
+        assert reply(control, "/live-js") == ["live-js saw command:live-js"]
+
         archive = make_tar(
             tmp_path / "packed.tgz",
             {
@@ -74,5 +82,7 @@ def test_scaffolded_installed_and_linked_hooks_answer_live(
         assert reply(control, "/packed") == []
         assert reply(control, "/ln") == []
         assert reply(control, "/live-py") == ["live-py saw command:live-py"]
+    said = [(e["hook"], e["text"]) for e in gw.events("hook.console")]
+    assert ("live-ts", "live-ts: command:live-ts on live") in said, said
     assert gw.events("hook.error") == []
     assert gw.events("reload.refused") == []

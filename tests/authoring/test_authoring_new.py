@@ -94,6 +94,29 @@ def test_new_command_hook_is_an_executable_that_answers(run_cli: RunCli, state_d
     assert (hook["status"], hook["handler"]) == ("ready", str(handler))
 
 
+@pytest.mark.parametrize(("lang", "handler"), [("ts", "handler.ts"), ("js", "handler.js")])
+def test_new_node_hook_is_typed_or_plain_and_loads(
+    run_cli: RunCli, state_dir: Path, lang: str, handler: str
+) -> None:
+    out = ok(run_cli("hooks", "new", f"greeter-{lang}", "--lang", lang)).stdout
+    hook_dir = state_dir / "hooks" / f"greeter-{lang}"
+    assert f"{handler}  export default async function handler(event)" in out
+    assert sorted(os.listdir(hook_dir)) == ["HOOK.md", handler]
+    code = (hook_dir / handler).read_text()
+    assert "export default async function handler(event" in code
+    assert ("interface HookEvent" in code) is (lang == "ts")
+    assert f"`{handler}`" in (hook_dir / "HOOK.md").read_text()
+    made = json.loads(ok(run_cli("hooks", "info", f"greeter-{lang}", "--json")).stdout)
+    assert (made["status"], made["handler"]) == ("ready", str(hook_dir / handler)), made
+
+
+def test_new_refuses_a_command_hook_in_another_language(run_cli: RunCli, state_dir: Path) -> None:
+    refused(run_cli("hooks", "new", "x", "--command", "--lang", "ts"), "choose one")
+    usage = run_cli("hooks", "new", "x", "--lang", "rb")
+    assert usage.returncode == 2 and "'rb'" in usage.stderr, usage.stderr
+    assert not (state_dir / "hooks" / "x").exists()
+
+
 INVALID = ["Greeter", "-lead", "_lead", "has space", "dot.name", "slash/name", "..", "é", "x" * 65]
 
 

@@ -124,6 +124,7 @@ def test_json_of_the_hook_editing_commands(
         "files": ["HOOK.md", "handler.py"],
         "events": ["command:fresh"],
         "command": False,
+        "lang": "py",
     }
     disabled = run_cli("hooks", "disable", "fresh", "--json")
     assert json.loads(disabled.stdout) == {
