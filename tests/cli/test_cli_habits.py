@@ -7,6 +7,7 @@ The habits that need a running daemon are in ``tests/daemon/test_daemon_cli_habi
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -253,7 +254,7 @@ for line in "${CASES[@]}"; do
     [[ "$line" == *" " ]] && COMP_WORDS+=("")
     COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
     COMPREPLY=()
-    _gatewayd
+    _shtab_gatewayd
     echo "${COMPREPLY[*]}"
 done
 """
@@ -268,7 +269,10 @@ CASES = {
     "gatewayd run --log-level ": "debug info warning error",
     "gatewayd status --j": "--json",
     "gatewayd completion ": "bash zsh",
+    "gatewayd hooks new x --lang ": "py ts js",
     "gatewayd send --session ": "",
+    "gatewayd hooks install pa": "pack.tgz",  # a path: file names
+    "gatewayd --config pa": "pack.tgz",
 }
 
 
@@ -281,6 +285,7 @@ def _script(run_cli: RunCli, shell: str) -> str:
 def test_bash_completion(run_cli: RunCli, tmp_path: Path) -> None:
     script = tmp_path / "gatewayd.bash"
     script.write_text(_script(run_cli, "bash"))
+    (tmp_path / "pack.tgz").write_bytes(b"")
     cases = " ".join(f"'{case}'" for case in CASES)
     run = BASH_COMPLETE.replace(
         'eval "$(gatewayd completion bash)"', f"source {script}\nCASES=({cases})"
@@ -291,26 +296,48 @@ def test_bash_completion(run_cli: RunCli, tmp_path: Path) -> None:
         text=True,
         timeout=60,
         check=False,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == "complete -F _gatewayd gatewayd"
-    assert lines[1:] == list(CASES.values())
+    assert lines[0].startswith("complete ") and lines[0].endswith(" -F _shtab_gatewayd gatewayd")
+    got = {case: sorted(line.split()) for case, line in zip(CASES, lines[1:], strict=True)}
+    assert got == {case: sorted(words.split()) for case, words in CASES.items()}
 
 
-def test_bash_completes_paths_where_a_command_takes_one(run_cli: RunCli, tmp_path: Path) -> None:
-    script = tmp_path / "gatewayd.bash"
-    script.write_text(_script(run_cli, "bash"))
-    (tmp_path / "pack.tgz").write_bytes(b"")
-    run = (
-        f"source {script}; cd {tmp_path}; "
-        'COMP_WORDS=(gatewayd hooks install pa); COMP_CWORD=3; _gatewayd; echo "${COMPREPLY[*]}"; '
-        'COMP_WORDS=(gatewayd --config pa); COMP_CWORD=2; _gatewayd; echo "${COMPREPLY[*]}"'
-    )
-    done = subprocess.run(
-        ["bash", "--norc", "-c", run], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert done.stdout.splitlines() == ["pack.tgz", "pack.tgz"], done.stderr
+# A real interactive zsh in a pseudo-terminal (zsh's own zpty module): the script is eval'ed
+# after compinit as ~/.zshrc would, each case is typed and completed with Tab, and what zsh
+# lists (or completes in place, when one candidate is left) is read back. Each case ends with a
+# command that prints END, so reading waits for zsh itself, not for a clock.
+ZSH_COMPLETE = r"""
+zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -w z "PS1='> '; autoload -U compinit && compinit -u -D; eval \"\$(<SCRIPT)\";"\
+" zstyle ':completion:*' verbose no; LISTMAX=10000; unsetopt beep; print RE''ADY"
+zpty -r z line '*READY*'
+for case in CASES; do
+  zpty -w -n z "$case"$'\t'
+  zpty -w z $'\C-u'"print E''ND"
+  zpty -r z out '*END*'
+  print -r -- "<CASE>$out"
+done
+zpty -d z
+"""
+
+
+def _zsh_completions(chunk: str) -> list[str]:
+    """What zsh offered in one case's terminal output: the listed candidates, or the word it
+    completed in place when one was left."""
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]|.\x08", "", chunk).replace("\r", "")
+    lines = [line for line in text.split("\n") if line.strip()]
+    start = next(i for i, line in enumerate(lines) if line.startswith("> "))
+    typed = lines[start][2:].split("  ")[0].rstrip()
+    listed = []
+    for line in lines[start + 1 :]:
+        if line.startswith("gatewayd") or "print E''ND" in line or line == "END":
+            break
+        listed.extend(line.split())
+    return listed or [typed.rpartition(" ")[2]]
 
 
 @pytest.mark.skipif(
@@ -319,34 +346,19 @@ def test_bash_completes_paths_where_a_command_takes_one(run_cli: RunCli, tmp_pat
 def test_zsh_completion(run_cli: RunCli, tmp_path: Path) -> None:
     script = tmp_path / "_gatewayd"
     script.write_text(_script(run_cli, "zsh"))
-    lines = [
-        "autoload -U compinit && compinit -u -D",
-        f"source {script}",
-        "print -r -- $_comps[gatewayd]",
-    ]
-    for case in CASES:
-        words = " ".join(f"'{w}'" for w in case.split(" "))
-        lines.append(f"_gatewayd_candidates {words}")
+    assert script.read_text().startswith("#compdef gatewayd\n")  # also loadable from $fpath
+    (tmp_path / "pack.tgz").write_bytes(b"")
+    cases = [case for case, words in CASES.items() if words]  # free text: nothing to list
+    run = ZSH_COMPLETE.replace("SCRIPT", str(script)).replace(
+        "CASES", " ".join(f"'{case}'" for case in cases)
+    )
     done = subprocess.run(
-        ["zsh", "-f", "-c", "\n".join(lines)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=tmp_path,
+        ["zsh", "-f", "-c", run], capture_output=True, text=True, timeout=60, cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr
-    out = done.stdout.splitlines()
-    assert out[0] == "_gatewayd"
-    # The walker's candidates (compadd filters them by the typed prefix in a live shell).
-    assert out[1].split() == build_parser_top_level()
-    assert out[2] == CASES["gatewayd hooks "]
-    assert out[4] == CASES["gatewayd run --log-level "]
-    assert "--json" in out[5].split() and out[6] == "bash zsh" and out[7] == "@text"
-
-
-def build_parser_top_level() -> list[str]:
-    return [key for key in command_parsers(build_parser()) if " " not in key]
+    chunks = done.stdout.split("<CASE>")[1:]
+    got = {case: sorted(_zsh_completions(chunk)) for case, chunk in zip(cases, chunks, strict=True)}
+    assert got == {case: sorted(CASES[case].split()) for case in cases}, done.stdout
 
 
 def test_env_errors_never_echo_what_may_be_a_secret(run_cli: RunCli, state_dir: Path) -> None:
