@@ -50,11 +50,12 @@ def did_you_mean(word: str, known: Iterable[str]) -> str:
 
 
 class UserError(Exception):
-    """A failure to report as one ``error: <message>`` line, ending the command with ``code``."""
+    """A failure to report as one ``error: <message>`` line, ending the command with
+    ``exit_code``."""
 
-    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+    def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:
         super().__init__(message)
-        self.code = code
+        self.exit_code = exit_code
 
 
 def print_config_error(exc: ConfigError, file: TextIO | None = None) -> None:

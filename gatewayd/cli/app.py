@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _parse_and_run(argv)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return exc.code
+        return exc.exit_code
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `gatewayd hooks list | head`

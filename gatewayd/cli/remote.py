@@ -1,9 +1,10 @@
 """The client commands: ``gatewayd send | trigger | status | reload | bootstrap``.
 
-Each sends one request over the control socket (:mod:`gatewayd.client`: plain ``socket`` and
-``json``, never the daemon stack) and prints the reply: text for people, the reply's fields as
-JSON with ``--json``. A daemon that is not running, or a failed reply, is ``error: ...`` and
-exit 1.
+Each asks the daemon over the control socket with the blocking client
+(:class:`gatewayd.client.SyncClient`: plain ``socket`` and ``json``, never anyio or the daemon
+stack) and prints the reply: text for people, the reply's fields as JSON with ``--json``. A
+daemon that is not running, or a refused request, is ``error: ...`` and exit 1
+(:mod:`gatewayd.client.errors`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ import sys
 
 from gatewayd.cli.common import FAILING_STATUSES, status_counts
 from gatewayd.cli.tracing import format_trace
-from gatewayd.client import QUICK_TIMEOUT_S, WAIT_TIMEOUT_S, request, socket_path
+from gatewayd.client import (
+    QUICK_TIMEOUT_S,
+    WAIT_TIMEOUT_S,
+    ReloadRefused,
+    SyncClient,
+    request,
+    socket_path,
+)
 from gatewayd.exits import UserError
 
 TYPE_CHECKING = False  # typing's, without importing typing (`gatewayd status`: see exits.py)
@@ -124,10 +132,10 @@ def _duration(seconds: float) -> str:
     return f"{h}h {m:02d}m {s:02d}s" if h else f"{m}m {s:02d}s"
 
 
-def _not_ready(path: str) -> list[dict[str, Any]]:
-    """The hooks of the daemon at socket ``path`` that are not ``ready`` (``hooks`` op), as
-    ``{name, status, reasons}``: the status words of ``gatewayd hooks list``."""
-    listing = request(path, {"op": "hooks"}, QUICK_TIMEOUT_S)
+def _not_ready(client: SyncClient) -> list[dict[str, Any]]:
+    """The hooks of the daemon that are not ``ready`` (``hooks`` op), as ``{name, status,
+    reasons}``: the status words of ``gatewayd hooks list``."""
+    listing = client.call("hooks", timeout=QUICK_TIMEOUT_S)
     return [
         {"name": h.get("name"), "status": h.get("status"), "reasons": h.get("reasons") or []}
         for h in listing.get("hooks") or []
@@ -228,12 +236,12 @@ def cli_status(args: argparse.Namespace) -> int:
 def show_status(socket: str | None, config: str | None, as_json: bool) -> int:
     """What ``gatewayd status`` prints, given its options (``main`` calls it directly for
     ``gatewayd status [--json]``, without building the parser)."""
-    path = socket_path(socket, config)
-    status = request(path, {"op": "status"}, QUICK_TIMEOUT_S)["status"]
-    if as_json:
-        _print_json(status)
-    else:
-        print(format_status(status, _not_ready(path)))
+    with SyncClient(socket_path(socket, config)) as client:
+        status = client.call("status", timeout=QUICK_TIMEOUT_S)["status"]
+        if as_json:
+            _print_json(status)
+        else:
+            print(format_status(status, _not_ready(client)))
     return 0
 
 
@@ -242,14 +250,13 @@ def cli_reload(args: argparse.Namespace) -> int:
     is not ready with its status. A refused config is an error (exit 1), and so is a reload
     after which a hook is ``failed`` or ``invalid`` (as ``hooks check`` says): the other hooks
     run, and the failing ones are named with their reasons."""
-    try:
-        reply = _ask(args, {"op": "reload"}, WAIT_TIMEOUT_S)
-    except UserError as exc:
-        if "[reload_refused]" in str(exc):
+    with SyncClient(_socket(args)) as client:
+        try:
+            reply = client.call("reload", timeout=WAIT_TIMEOUT_S)
+        except ReloadRefused as exc:
             raise UserError(f"reload refused, the running config stays: {exc}") from None
-        raise
+        not_ready = _not_ready(client)
     result = reply["result"]
-    not_ready = _not_ready(_socket(args))
     failing = [h for h in not_ready if h["status"] in FAILING_STATUSES]
     changes = reply.get("changes") or {}
     if args.json:
