@@ -16,7 +16,7 @@ from typing import Any
 from gatewayd.cli.common import dump_json
 from gatewayd.client import QUICK_TIMEOUT_S, request, socket_path
 from gatewayd.exits import UserError
-from gatewayd.journal import requests, store
+from gatewayd.journal import inspection, requests, store
 from gatewayd.paths import state_dir
 
 
@@ -56,18 +56,18 @@ def _offline(req: dict[str, Any]) -> dict[str, Any]:
     try:
         if action == "list":
             return {
-                "events": store.list_events(conn, epoch, **args),
+                "events": inspection.list_events(conn, epoch, **args),
                 "journal": {"path": str(path)},
             }
         if action == "show":
-            event = store.show_event(conn, epoch, args["id"])
+            event = inspection.show_event(conn, epoch, args["id"])
             if event is None:
                 raise ValueError(f"no event {args['id']} in the journal (done and compacted?)")
             return {"event": event}
         if action == "retry":
-            rows = store.retry_dead(conn, epoch, args["ids"])
+            rows = inspection.retry_dead(conn, epoch, args["ids"])
             return {"retried": [f"{epoch}-{row[0]}" for row in rows], "when": "next start"}
-        return {"purged": store.purge(conn, epoch, args["ids"])}
+        return {"purged": inspection.purge(conn, epoch, args["ids"])}
     finally:
         conn.close()
 

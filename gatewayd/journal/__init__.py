@@ -28,10 +28,12 @@ shared stream: the items this instance owns), ``done``/``dead`` acknowledge, ``o
 
 Modules: :mod:`~gatewayd.journal.base` (the interface), :mod:`~gatewayd.journal.backends`
 (:func:`~gatewayd.journal.backends.make_journal`: the backend the config names),
-:mod:`~gatewayd.journal.sqlite` and :mod:`~gatewayd.journal.memory` (the backends),
-:mod:`~gatewayd.journal.writer` and :mod:`~gatewayd.journal.writes` (the SQLite journal's
-writer process, and what one of its writes is),
-:mod:`~gatewayd.journal.store` (the SQLite file: schema and queries, stdlib only, also used by
-``gatewayd events`` without a daemon), :mod:`~gatewayd.journal.requests` (the ``events``
-request). This package module itself imports nothing, so the command line stays light.
+:mod:`~gatewayd.journal.sqlite` and :mod:`~gatewayd.journal.memory` (the backends); the SQLite
+journal's parts: :mod:`~gatewayd.journal.group` (its group commit on the event loop),
+:mod:`~gatewayd.journal.writer` and :mod:`~gatewayd.journal.writes` (the writer process that
+commits, and what one of its writes is), :mod:`~gatewayd.journal.thread` (the thread that opens,
+queries, checkpoints and closes the file), :mod:`~gatewayd.journal.store` (the file: schema,
+opening, writing, recovery; stdlib only) and :mod:`~gatewayd.journal.inspection` (its
+``gatewayd events`` queries, also run without a daemon); :mod:`~gatewayd.journal.requests` (the
+``events`` request). This package module itself imports nothing, so the command line stays light.
 """

@@ -1,15 +1,16 @@
-"""The SQLite journal's writer process, seen from the event loop.
+"""The SQLite journal's writer process, seen from the event loop: the one way events are committed.
 
 :class:`~gatewayd.journal.sqlite.SqliteJournal` hands each write (a batch's rows and the marks
-queued with it, :mod:`.writes`) to a helper process, which commits it on a connection of its
-own (with ``gateway.queue.sync: full``, ``synchronous=FULL``: the fsync inside the commit) and
+queued with it, :mod:`.writes`) to a helper process, which commits it on a connection of its own
+(with ``gateway.queue.sync: full``, ``synchronous=FULL``: the fsync inside the commit) and
 answers. The event loop only lays the batch's values out flat, ``marshal``s them and reads one
-answer a write: the SQLite work (binding, the WAL frames' ``pwrite``s, the locks, the fsync),
-45-90 us a commit on the loop before, is the helper's (bench/NOTES.md, issue 18, session 9).
+answer a write: the SQLite work (binding, the WAL frames' ``pwrite``s, the locks, the fsync) is
+the helper's, 45-90 us a commit that the loop would otherwise spend (measured by ``perf`` and
+cProfile under the endtoend load).
 
-Why a process and not the journal's thread: a thread must take the GIL back to wake, to bind
-and after its fsync, and while the event loop dispatches it gets it only when the loop goes idle
-or the 5 ms switch interval ends (issue 18, session 8). The helper has a GIL of its own.
+Why a process and not a thread: a thread must take the GIL back to wake, to bind and after its
+fsync, and while the event loop dispatches it gets it only when the loop goes idle or the 5 ms
+switch interval ends. The helper has a GIL of its own.
 
 The protocol: length-prefixed ``marshal`` frames (:func:`.writes.frame`), one request a write on
 the request pipe, one :data:`~.writes.Answer` for each, in order, on the answer pipe, which the
@@ -18,11 +19,11 @@ when it drains (``add_writer``), so a large batch never stalls the loop.
 
 The helper ignores SIGINT and SIGTERM (the daemon's drain still writes), exits when its request
 pipe closes, and is killed by the kernel if the daemon dies (:func:`.writes.die_with_parent`).
-If it cannot be started or goes away, the journal writes on the loop instead (``here``: the
-loop commits at ``NORMAL``, the journal's thread syncs, and catches up after its checkpoints as
-the helper would), after one ``journal.writer_lost`` warning: slower, never less safe. The
-writes it had not answered are written there again, in order, unless their rows are in the file
-already (:func:`.writes.committed`).
+It must run: if it cannot be started when the journal opens, the journal does not open (the
+daemon's start fails with the reason). If it goes away while running (killed, out of memory),
+``journal.writer_lost`` says so, the writes it had not answered are answered as failed (their
+events are refused with ``journal_error``; their rows, in the file if it committed them before
+going away, are deleted with the next marks), and the next write starts a new one.
 """
 
 from __future__ import annotations
@@ -39,15 +40,13 @@ import anyio
 import structlog
 
 import gatewayd
-from gatewayd.journal.writes import Answer, Request, frame, unframe
+from gatewayd.journal.base import JournalError
+from gatewayd.journal.writes import FAILED, Answer, Request, frame, unframe
 
 log = structlog.get_logger("gatewayd.journal")
 
 Answered = Callable[[Answer], None]
 """Called on the event loop with a request's answer."""
-Here = Callable[[Request, Answered, bool], None]
-"""Writes a request without the helper (on the loop), then answers; the flag: the helper may
-have written it already (it went away before answering)."""
 
 PROGRAM = """\
 import sys
@@ -65,28 +64,30 @@ class Writer:
     """Writes the journal's requests in the helper process; see the module docstring. Event
     loop only."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, path: Path, sync: str, here: Here) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, path: Path, sync: str) -> None:
         self._loop = loop
         self._path = path
         self._sync = sync
-        self._here = here
         self._proc: subprocess.Popen[bytes] | None = None
         self._requests = -1
         self._answers = -1
-        self._waiting: deque[tuple[Request, Answered]] = deque()
-        """Requests sent to the helper and not answered yet, oldest first."""
+        self._waiting: deque[Answered] = deque()
+        """The answer callbacks of requests sent and not answered yet, oldest first."""
         self._out = bytearray()
         """Request bytes the pipe did not take yet (written by :meth:`_drain`)."""
         self._in = bytearray()
+        self._failing = False
+        """The last start failed (logged once until one succeeds)."""
+        self._closed = False
 
     @property
     def helper_pid(self) -> int | None:
-        """The helper's pid, or None when the loop writes (:data:`Here`)."""
+        """The helper's pid, or None while none runs (the next write starts one)."""
         return self._proc.pid if self._proc is not None else None
 
     def start(self) -> None:
-        """Start the helper (its interpreter starts beside the daemon's own start); if it
-        cannot start, the loop writes."""
+        """Start the helper (its interpreter starts beside the daemon's own start);
+        :class:`JournalError` when it cannot be."""
         requests_r, requests_w = os.pipe()
         answers_r, answers_w = os.pipe()
         argv = [sys.executable, "-I", "-S", "-c", PROGRAM, SOURCE]
@@ -101,8 +102,9 @@ class Writer:
         except OSError as exc:
             for fd in (requests_w, answers_r):
                 os.close(fd)
-            self._lost(f"cannot start: {exc}")
-            return
+            raise JournalError(
+                f"cannot start the journal's writer process ({sys.executable}): {exc}"
+            ) from exc
         finally:
             os.close(requests_r)
             os.close(answers_w)
@@ -115,10 +117,9 @@ class Writer:
     def send(self, request: Request, answered: Answered) -> None:
         """Write ``request``; ``answered`` follows on the loop (requests are answered in the
         order they were sent)."""
-        if self._proc is None:
-            self._here(request, answered, False)
+        if self._proc is None and not self._restart(answered):
             return
-        self._waiting.append((request, answered))
+        self._waiting.append(answered)
         data = frame(request)
         if self._out:  # the pipe was full: behind what waits (_drain)
             self._out += data
@@ -133,6 +134,27 @@ class Writer:
         if written < len(data):
             self._out += data[written:]
             self._loop.add_writer(self._requests, self._drain)
+
+    def _restart(self, answered: Answered) -> bool:
+        """Start a new helper for a write after the last one went away; when it cannot be
+        started, that write is answered as failed (and the next write tries again)."""
+        if self._closed:
+            raise RuntimeError("the journal's writer is closed")
+        try:
+            self.start()
+        except JournalError as exc:
+            if not self._failing:
+                log.error(
+                    "journal.writer_failed",
+                    error=str(exc),
+                    note="events are refused until a writer process can start",
+                    fix="see the error; restart gatewayd once it is fixed",
+                )
+            self._failing = True
+            self._loop.call_soon(answered, (FAILED, str(exc), None))
+            return False
+        self._failing = False
+        return True
 
     def _drain(self) -> None:
         try:
@@ -159,23 +181,26 @@ class Writer:
             return
         self._in += data
         for answer in unframe(self._in):
-            _, answered = self._waiting.popleft()
-            answered(answer)
+            self._waiting.popleft()(answer)
 
     def _lost(self, why: str) -> None:
-        """The helper cannot be used: its unanswered requests, and every later one, are
-        written on the loop."""
+        """The helper went away: its unanswered requests are answered as failed, in order."""
         proc = self._proc
         self._stop()
-        log.warning(
+        status = proc.poll() if proc is not None else None
+        log.error(
             "journal.writer_lost",
             reason=why,
-            exit=proc.poll() if proc is not None else None,
-            note="the event loop writes the journal instead (slower, as safe)",
+            exit=status,
+            unanswered=len(self._waiting),
+            note="the events of its unanswered writes are refused; the next write starts a "
+            "new writer process",
         )
+        error = f"the journal's writer process went away before answering ({why}, exit {status})"
         waiting, self._waiting = self._waiting, deque()
-        for request, answered in waiting:
-            self._here(request, answered, True)
+        self._in.clear()
+        for answered in waiting:
+            answered((FAILED, error, None))
 
     def _stop(self) -> None:
         if self._answers >= 0:
@@ -199,6 +224,7 @@ class Writer:
     async def close(self) -> None:
         """Stop the helper once it has written what it was sent (the journal waited for its
         last answer: what is left are start counts)."""
+        self._closed = True
         proc = self._proc
         if proc is None:
             return

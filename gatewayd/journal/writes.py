@@ -1,5 +1,4 @@
-"""What one write of the SQLite journal is, and how it is applied: in the writer process, or on
-the event loop when that process is gone.
+"""What one write of the SQLite journal is, and how the writer process applies it.
 
 A write (:data:`Request`) is a tuple of flat values, so that it crosses a pipe as one
 ``marshal`` frame (:func:`frame`): a batch's rows, laid end to end as :mod:`.store` binds them,
@@ -108,24 +107,6 @@ def _marks(
         store.note_started(conn, seq)
 
 
-def committed(conn: sqlite3.Connection, req: Request) -> bool:
-    """``req``'s rows are in the file: a writer that went away committed it before answering
-    (its rows and marks commit together, so there is nothing left to write again)."""
-    rows, values = req[0], req[1]
-    if rows == NO_ROWS:
-        return False
-    first = values[0]  # the first seq, whichever way the rows are bound
-    return conn.execute("SELECT 1 FROM events WHERE seq = ?", (first,)).fetchone() is not None
-
-
-def again(req: Request) -> Request:
-    """``req`` to be written once more by another connection: without its started counts,
-    which a writer that went away may have written already (counted twice, an event would be
-    dead-lettered a restart early; lost, it is at worst redelivered once more)."""
-    rows, values, done, done_at, trim, dead, _, catch_up = req
-    return (rows, values, done, done_at, trim, dead, [], catch_up)
-
-
 def catch_up(conn: sqlite3.Connection) -> None:
     """Checkpoint (``PASSIVE``) the frames committed since the journal's thread checkpointed.
 
@@ -133,10 +114,10 @@ def catch_up(conn: sqlite3.Connection) -> None:
     the WAL into the file while this writer goes on committing, so under load it never ends
     with the whole WAL copied, and SQLite restarts the WAL from its start only when it did:
     the ``-wal`` file grew by every commit's frames for as long as the load lasted (40-80 MB
-    in 4 s of the endtoend load, bench/NOTES.md, issue 18, session 9), each ``fdatasync``
-    writing the file's new size too. Run here, between two writes, the checkpoint ends with
-    nothing left to copy (the few frames since the thread's), and the next write starts the
-    WAL over. Its errors are the thread's next checkpoint's to report."""
+    in 4 s of the endtoend load), each ``fdatasync`` writing the file's new size too. Run
+    here, between two writes, the checkpoint ends with nothing left to copy (the few frames
+    since the thread's), and the next write starts the WAL over. Its errors are the thread's
+    next checkpoint's to report."""
     with contextlib.suppress(sqlite3.Error):
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 

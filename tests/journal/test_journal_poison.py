@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gatewayd.journal import store
+from gatewayd.journal import inspection, store
 
 
 def test_a_redelivered_event_that_keeps_stopping_the_daemon_is_dead_lettered(
@@ -43,7 +43,7 @@ def test_a_redelivered_event_that_keeps_stopping_the_daemon_is_dead_lettered(
     assert "events retry" in error
     # Replayed, it runs every handler again: it used to be limited to a hook named
     # "(gatewayd)", so it ran none and was done at once.
-    (retried,) = store.retry_dead(conn, epoch, None)
+    (retried,) = inspection.retry_dead(conn, epoch, None)
     assert retried[0] == 1 and retried[6] is None
     conn.close()
 
@@ -76,12 +76,12 @@ def test_a_pending_row_that_cannot_be_an_event_again_is_dead_lettered_alone(
     assert hook == store.UNREADABLE_HOOK and why in error and "events purge" in error
     # Still listed and shown as stored; a retry refuses it and changes nothing; purge removes it.
     # (A damaged ``only`` alone is made good by a retry, which runs every handler.)
-    assert store.list_events(conn, epoch, state="dead")[0]["id"] == f"{epoch}-2"
-    assert store.show_event(conn, epoch, f"{epoch}-2") is not None
+    assert inspection.list_events(conn, epoch, state="dead")[0]["id"] == f"{epoch}-2"
+    assert inspection.show_event(conn, epoch, f"{epoch}-2") is not None
     with pytest.raises(ValueError, match=f"events purge {epoch}-2"):
-        store.retry_dead(conn, epoch, None)
+        inspection.retry_dead(conn, epoch, None)
     assert store.dead_count(conn) == 1 and [r[0] for r in store.pending_rows(conn)] == [1, 3]
-    assert store.purge(conn, epoch, [f"{epoch}-2"]) == 1
+    assert inspection.purge(conn, epoch, [f"{epoch}-2"]) == 1
     conn.close()
 
 
@@ -92,5 +92,5 @@ def test_a_pending_row_whose_only_is_damaged_is_dead_lettered_and_retried_whole(
     store.insert(conn, [(1, "a", "command", "x", 1.0, "{}", "not json")])
     recovered = store.recover(conn, store.pending_rows(conn))
     assert recovered.rows == [] and "only is no JSON" in recovered.unreadable[0][1]
-    assert store.retry_dead(conn, epoch, None) == [(1, "a", "command", "x", 1.0, {}, None)]
+    assert inspection.retry_dead(conn, epoch, None) == [(1, "a", "command", "x", 1.0, {}, None)]
     conn.close()

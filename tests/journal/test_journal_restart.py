@@ -217,7 +217,8 @@ def test_a_pending_row_damaged_by_hand_is_dead_lettered_and_the_rest_redelivered
     assert daemon.stop() == 0
     db = sqlite3.connect(state_dir / "journal" / "events.db", isolation_level=None)
     db.execute("UPDATE events SET state = 0, done_at = NULL")  # as if never finished
-    db.execute("UPDATE events SET context = '[not json' WHERE seq = 2")
+    # The second trigger's row (not seq 2: gateway:startup takes a seq when it comes first).
+    db.execute("UPDATE events SET context = '[not json' WHERE context = '{\"n\":1}'")
     db.close()
 
     daemon = start_daemon()

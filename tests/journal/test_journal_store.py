@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gatewayd.journal import store
+from gatewayd.journal import inspection, store
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ def test_done_marks_kept_for_retain_done_are_updated_by_runs(conn: sqlite3.Conne
 def test_a_session_is_listed_whether_stored_as_text_or_as_bytes(conn: sqlite3.Connection) -> None:
     key = "agent:main:café"
     add(conn, [row(1, store.session_value(key)), row(2, store.session_blob(key)), row(3, "other")])
-    listed = store.list_events(conn, "e", session=key)
+    listed = inspection.list_events(conn, "e", session=key)
     assert [(e["id"], e["sessionKey"]) for e in listed] == [("e-1", key), ("e-2", key)]
     assert [store.session_text(r[1]) for r in store.pending_rows(conn)][:2] == [key, key]
 

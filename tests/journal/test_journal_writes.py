@@ -1,21 +1,22 @@
-"""How the SQLite journal writes (gatewayd/journal/sqlite.py, writer.py, writes.py), in-process
-on a real file: a batch of one kind of event (bound with three values a row) and a mixed batch
-store the same rows; done marks are in the file without another event to carry them, and are
-kept and written later when SQLite refuses them; posters wake once the writer process answered,
-a write it fails is refused; a writer killed mid-run leaves the writes to the loop (the journal's
-thread syncing them) and loses nothing; a batch larger than the pipe; the loop sends nothing
-while the journal's thread holds the connection; checkpoints, and the WAL starting over after
-them with or without the writer."""
+"""How the SQLite journal writes (gatewayd/journal/sqlite.py, group.py, writer.py, writes.py),
+in-process on a real file: a batch of one kind of event (bound with three values a row) and a
+mixed batch store the same rows; done marks are in the file without another event to carry
+them, and are kept and written later when SQLite refuses them; posters wake once the writer
+process answered, a write it fails is refused; the writer is the only way in: a journal whose
+writer cannot start does not open, and a writer that goes away mid-run has its unanswered
+writes refused (their rows deleted if it had committed them) and a new writer takes the next;
+a batch larger than the pipe; a post during a transaction of the journal's thread; checkpoints,
+and the WAL starting over after them."""
 
 from __future__ import annotations
 
 import asyncio
 import enum
-import errno
 import json
 import os
 import signal
 import sqlite3
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -31,11 +32,14 @@ import structlog
 from gatewayd.dispatcher import Dispatcher
 from gatewayd.hooks.events import HookEvent, create_hook_event
 from gatewayd.hooks.registry import HookRegistry
-from gatewayd.journal import sqlite as sqlite_journal
+from gatewayd.journal import group as group_module
 from gatewayd.journal import store, writes
+from gatewayd.journal import thread as thread_module
 from gatewayd.journal import writer as writer_module
 from gatewayd.journal.base import Item, JournalError
+from gatewayd.journal.group import GroupCommit
 from gatewayd.journal.sqlite import SqliteJournal
+from gatewayd.journal.thread import JournalThread
 from gatewayd.triggers import TriggerQueue
 
 
@@ -226,13 +230,13 @@ def test_done_marks_that_cannot_be_written_are_kept_and_written_later(tmp_path: 
 
     async def main() -> tuple[int, int, int]:
         async with dispatching(path, noop) as (journal, queue):
-            await journal._call(lambda c: c.executescript(block("events", "DELETE")))
+            await journal._thread.call(lambda c: c.executescript(block("events", "DELETE")))
             await queue.post_all([create_hook_event("command", "work", "s", {}) for _ in range(5)])
-            await until(lambda: len(journal._carry) == 5)
-            kept = len(journal._carry)
+            await until(lambda: len(journal._group._carry) == 5)
+            kept = len(journal._group._carry)
             pending = len(rows(path))
             await queue.post(create_hook_event("command", "work", "s", {}))  # accepted
-            await journal._call(unblock)
+            await journal._thread.call(unblock)
             await queue.post(create_hook_event("command", "work", "s", {}))
             await until(lambda: not rows(path))
             return kept, pending, len(rows(path))
@@ -286,17 +290,17 @@ def test_a_write_sqlite_refuses_refuses_its_batch_and_the_next_goes_on(tmp_path:
 
     async def main() -> tuple[str, str, int, int | None]:
         async with dispatching(path, noop) as (journal, queue):
-            await journal._call(lambda c: c.executescript(block("events", "INSERT")))
+            await journal._thread.call(lambda c: c.executescript(block("events", "INSERT")))
             with pytest.raises(JournalError) as refused:
                 await queue.post(create_hook_event("command", "work", "s", {"n": 0}))
-            await journal._call(unblock)
+            await journal._thread.call(unblock)
             await queue.post(create_hook_event("command", "work", "s", {"n": 1}))
             await until(lambda: not rows(path))
             assert journal._writer is not None
             return (
                 refused.value.code,
                 str(refused.value),
-                journal.refused,
+                journal.stats()["refused"],
                 journal._writer.helper_pid,
             )
 
@@ -307,105 +311,137 @@ def test_a_write_sqlite_refuses_refuses_its_batch_and_the_next_goes_on(tmp_path:
     assert helper is not None  # the same writer went on
 
 
-def no_writer(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The writer process exits as it starts: the loop writes (``journal.writer_lost``)."""
-    monkeypatch.setattr(writer_module, "PROGRAM", "raise SystemExit(3)")
-
-
-def test_a_sync_that_fails_without_the_writer_refuses_the_batch_and_its_rows_go(
+def test_a_journal_whose_writer_cannot_start_does_not_open(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without the writer process the loop commits and the journal's thread syncs: an
-    ``fdatasync`` error refuses the batch (``journal_error``) and its rows, committed but not
-    known to be on the disk, are deleted (a restart does not dispatch them)."""
-    path = tmp_path / "events.db"
-    no_writer(monkeypatch)
-    failures = [1]
-    fdatasync = os.fdatasync
+    """The writer process is the only way events are committed: when it cannot be started the
+    journal does not open, with the reason (the daemon's start then fails with it), and the
+    journal's thread is stopped again."""
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
 
-    def failing(fd: int) -> None:
-        if failures[0]:
-            failures[0] -= 1
-            raise OSError(errno.EIO, "I/O error")
-        fdatasync(fd)
+    async def main() -> str:
+        journal = SqliteJournal(tmp_path / "events.db", base=dict)
+        TriggerQueue(capacity=64, journal=journal)
+        with pytest.raises(JournalError) as refused:
+            await journal.open()
+        assert journal._thread._thread is None
+        await journal.close()  # after a failed open: nothing to do
+        return str(refused.value)
 
-    monkeypatch.setattr(os, "fdatasync", failing)
-
-    async def main() -> tuple[str, list[int], int, int | None]:
-        async with dispatching(path, noop) as (journal, queue):
-            with pytest.raises(JournalError) as refused:
-                await queue.post(create_hook_event("command", "work", "s", {"n": 0}))
-            await queue.post(create_hook_event("command", "work", "s", {"n": 1}))
-            await until(lambda: not rows(path))
-            left = [r[0] for r in rows(path)]
-            assert journal._writer is not None
-            return refused.value.code, left, journal.refused, journal._writer.helper_pid
-
-    code, left, refused, helper = run(main)
-    assert helper is None
-    assert code == "journal_error"
-    assert left == []
-    assert refused == 1
+    message = run(main)
+    assert "cannot start the journal's writer process" in message
+    assert "no-python" in message
 
 
-def test_a_writer_killed_mid_run_leaves_the_writes_to_the_loop_and_loses_nothing(
+def test_a_writer_killed_mid_run_has_its_batch_refused_and_a_new_writer_goes_on(
     tmp_path: Path,
 ) -> None:
     """The writer killed (SIGKILL) with a batch sent and not answered (it was stopped): one
-    ``journal.writer_lost`` warning; that batch is written by the loop and accepted, and so
-    are the next ones; every event is dispatched once."""
+    ``journal.writer_lost`` error; that batch's poster gets ``journal_error`` saying so (it was
+    never told "accepted"), the next events start a new writer and are accepted, and every
+    accepted event is dispatched once."""
     path = tmp_path / "events.db"
     seen: list[int] = []
 
     async def record(ev: HookEvent) -> None:
         seen.append(ev.context["n"])
 
-    async def main() -> tuple[int | None, int]:
+    async def main() -> tuple[str, int, int | None, int]:
         async with dispatching(path, record) as (journal, queue):
             await queue.post(create_hook_event("command", "work", "s", {"n": 0}))
             writer = journal._writer
             assert writer is not None and writer.helper_pid is not None
             pid = writer.helper_pid
             os.kill(pid, signal.SIGSTOP)
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(queue.post, create_hook_event("command", "work", "s", {"n": 1}))
-                await until(lambda: journal._writing is not None)
-                await anyio.sleep(0.05)
-                os.kill(pid, signal.SIGKILL)
+            refused: list[JournalError] = []
+
+            async def post_refused() -> None:
+                with pytest.raises(JournalError) as error:
+                    await queue.post(create_hook_event("command", "work", "s", {"n": 1}))
+                refused.append(error.value)
+
+            with anyio.fail_after(30):  # a bound: a lost answer would hang the poster
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(post_refused)
+                    await until(lambda: journal._group._writing is not None)
+                    await anyio.sleep(0.05)
+                    os.kill(pid, signal.SIGKILL)
             for n in range(2, 5):
                 await queue.post(create_hook_event("command", "work", "s", {"n": n}))
-            return writer.helper_pid, journal.committed
+            return str(refused[0]), pid, writer.helper_pid, journal.committed
 
     with structlog.testing.capture_logs() as logs:
-        helper, committed = run(main)
-    assert helper is None
-    assert committed == 5
-    assert seen == [0, 1, 2, 3, 4]
-    assert [r["event"] for r in logs if r["event"].startswith("journal.writer")] == [
-        "journal.writer_lost"
-    ]
+        message, old, new, committed = run(main)
+    assert "writer process went away before answering" in message
+    assert new is not None and new != old
+    assert committed == 4
+    assert seen == [0, 2, 3, 4]
+    lost = [r for r in logs if r["event"].startswith("journal.writer")]
+    assert [r["event"] for r in lost] == ["journal.writer_lost"]
+    assert lost[0]["log_level"] == "error" and lost[0]["exit"] == -signal.SIGKILL
 
 
-def test_a_write_the_lost_writer_committed_is_not_written_twice(tmp_path: Path) -> None:
-    """A write the writer committed before going away unanswered is found in the file and not
-    written again (its rows would clash); one it had not committed is written, without its
-    start counts (which it may have written)."""
+COMMIT_THEN_DIE = """\
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from gatewayd.journal import writes
+requests, answers, path, sync = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+flag = os.path.join(os.path.dirname(path), "died")
+if os.path.exists(flag):
+    writes.serve(requests, answers, path, sync, int(sys.argv[6]))
+    sys.exit(0)
+conn = writes.connect(path, sync)
+buffer = bytearray()
+while data := os.read(requests, 1 << 16):
+    buffer += data
+    for req in writes.unframe(buffer):
+        answer = writes.apply(conn, req)
+        if req[0] != writes.NO_ROWS and req[1][-1] == '{"n":1}':
+            open(flag, "w").close()
+            os._exit(9)  # committed, never answered
+        os.write(answers, writes.frame(answer))
+"""
+"""A writer that commits the batch of the event ``n: 1`` and exits before answering it (once:
+the next writer is the real one)."""
+
+
+def test_a_batch_the_lost_writer_committed_is_refused_and_its_rows_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that goes away between its commit and its answer: the batch is refused (its
+    poster was never told "accepted"), so its rows, in the file all the same, are deleted with
+    the next write's marks and never dispatched, now or after a restart."""
+    monkeypatch.setattr(writer_module, "PROGRAM", COMMIT_THEN_DIE)
     path = tmp_path / "events.db"
-    conn, _ = store.connect(path, "normal")
+    seen: list[int] = []
 
-    def one_row(seq: int) -> writes.Request:
-        """The row of event ``seq``, and its dispatch counted as begun."""
-        rows = [seq, "command", "work", "s", float(seq), "{}"]
-        return (writes.SHARED_ROWS, rows, [], 0.0, 0, [], [seq], False)
+    async def record(ev: HookEvent) -> None:
+        seen.append(ev.context["n"])
 
-    first, second = one_row(1), one_row(2)
-    assert writes.apply(conn, first) == (writes.OK, "", None)
-    assert writes.committed(conn, first)
-    assert not writes.committed(conn, second)
-    assert writes.apply(conn, writes.again(second)) == (writes.OK, "", None)
-    assert [r[0] for r in store.pending_rows(conn)] == [1, 2]
-    assert conn.execute("SELECT seq, count FROM recoveries").fetchall() == [(1, 1)]
-    conn.close()
+    async def main() -> tuple[str, list[tuple[Any, ...]]]:
+        async with dispatching(path, record) as (_, queue):
+            await queue.post(create_hook_event("command", "work", "s", {"n": 0}))
+            with pytest.raises(JournalError) as refused:
+                await queue.post(create_hook_event("command", "work", "s", {"n": 1}))
+            in_file = rows(path)
+            await queue.post(create_hook_event("command", "work", "s", {"n": 2}))
+            await until(lambda: not rows(path))
+        return str(refused.value), in_file
+
+    message, in_file = run(main)
+    assert "went away before answering" in message
+    assert [json.loads(r[5])["n"] for r in in_file] == [1]  # committed, then refused
+    assert rows(path) == []
+    assert seen == [0, 2]
+
+    async def restart() -> list[Item]:
+        journal = SqliteJournal(path, base=dict)
+        TriggerQueue(capacity=64, journal=journal)
+        items = await journal.open()
+        await journal.close()
+        return items
+
+    assert run(restart) == []
 
 
 def test_a_batch_larger_than_the_pipe_reaches_the_writer_whole(tmp_path: Path) -> None:
@@ -442,7 +478,7 @@ def test_the_wal_files_directory_entry_is_synced_at_open_with_sync_full(
     """SQLite syncs a new WAL's directory entry at the WAL's first sync, which with the commits
     at NORMAL is the first checkpoint's: with ``sync: full`` the journal syncs it at open."""
     synced: list[Path] = []
-    monkeypatch.setattr(sqlite_journal, "fsync_dir", synced.append)
+    monkeypatch.setattr(thread_module, "fsync_dir", synced.append)
     path = tmp_path / "events.db"
 
     async def main() -> None:
@@ -455,12 +491,12 @@ def test_the_wal_files_directory_entry_is_synced_at_open_with_sync_full(
     assert synced == ([tmp_path] if sync == "full" else [])
 
 
-def test_the_loop_writes_nothing_while_the_journal_thread_holds_the_connection(
+def test_a_post_during_a_transaction_of_the_journal_thread_is_committed_after_it(
     tmp_path: Path,
 ) -> None:
     """A query on the journal's thread (here a transaction it rolls back) and a post at the
     same time: the post's rows are not written into the thread's transaction (they would be
-    rolled back with it), but after it."""
+    rolled back with it) but after it, the writer waiting for SQLite's lock."""
     path = tmp_path / "events.db"
 
     def slow_rollback(conn: sqlite3.Connection) -> None:
@@ -485,7 +521,7 @@ def test_the_loop_writes_nothing_while_the_journal_thread_holds_the_connection(
 
     async def journal_call(queue: TriggerQueue, fn: Callable[[sqlite3.Connection], None]) -> None:
         assert isinstance(queue.journal, SqliteJournal)
-        await queue.journal._call(fn)
+        await queue.journal._thread.call(fn)
 
     assert [r[0] for r in run(main)] == [1]
 
@@ -497,24 +533,27 @@ def test_the_journal_thread_checkpoints_every_so_many_commits(
     thread checkpoints every ``CHECKPOINT_EVERY`` commits instead, on a connection of its own,
     and the WAL's frames reach the file; the writer's next write is asked to catch up."""
     path = tmp_path / "events.db"
-    monkeypatch.setattr(sqlite_journal, "CHECKPOINT_EVERY", 3)
+    monkeypatch.setattr(group_module, "CHECKPOINT_EVERY", 3)
     done: list[tuple[int, ...]] = []
-    checkpoint = SqliteJournal._checkpoint
+    checkpoint = JournalThread.checkpoint
 
-    def counted(journal: SqliteJournal) -> None:
-        assert journal._checkpointer is not None
-        done.append(tuple(journal._checkpointer.execute("PRAGMA wal_checkpoint").fetchone()))
-        checkpoint(journal)
+    def counted(thread: JournalThread, then: Callable[[], None]) -> None:
+        def job() -> None:  # on the thread, before the checkpoint: what it will copy
+            assert thread._checkpointer is not None
+            done.append(tuple(thread._checkpointer.execute("PRAGMA wal_checkpoint").fetchone()))
 
-    monkeypatch.setattr(SqliteJournal, "_checkpoint", counted)
+        thread._jobs.put(job)
+        checkpoint(thread, then)
+
+    monkeypatch.setattr(JournalThread, "checkpoint", counted)
     sent: list[writes.Request] = []
-    request = SqliteJournal._request
+    request = GroupCommit.request
 
-    def recorded(journal: SqliteJournal, *args: Any) -> writes.Request:
-        sent.append(request(journal, *args))
+    def recorded(group: GroupCommit, *args: Any) -> writes.Request:
+        sent.append(request(group, *args))
         return sent[-1]
 
-    monkeypatch.setattr(SqliteJournal, "_request", recorded)
+    monkeypatch.setattr(GroupCommit, "request", recorded)
 
     async def main() -> int:
         async with dispatching(path, noop) as (journal, queue):
@@ -523,9 +562,10 @@ def test_the_journal_thread_checkpoints_every_so_many_commits(
                 if n == 2:  # the first checkpoint's catch-up goes with the next write
                     await until(lambda: any(req[7] for req in sent))
             await until(lambda: len(done) == 2)
-            return int(
-                await journal._call(lambda c: c.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+            autocheckpoint = await journal._thread.call(
+                lambda c: c.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
             )
+            return int(autocheckpoint)
 
     assert run(main) == 0
     assert len(done) == 2
@@ -613,75 +653,22 @@ def test_a_batch_written_before_the_hand_back_of_the_one_before_it_goes_after_it
     delivered: list[int] = []
 
     async def main() -> None:
-        journal = SqliteJournal(tmp_path / "events.db", base=dict)
-        journal.bind(
-            lambda items: delivered.extend(item[3] for item in items),
-            lambda items, error: None,
-            lambda items: None,
+        path = tmp_path / "events.db"
+        group = GroupCommit(
+            path, base=dict, retain_done=0, full_wait_s=5.0, checkpoint=lambda then: None
         )
-        journal._loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
+        group.bind(lambda items: delivered.extend(item[3] for item in items), lambda *_: None)
+        group.start(loop, writer_module.Writer(loop, path, "full"))  # not started: sends none
         large: list[Item] = [
             (create_hook_event("command", "work", "s", {}), None, 0.0, seq, None)
             for seq in range(1, 41)
         ]
         small: list[Item] = [(create_hook_event("command", "work", "s", {}), None, 0.0, 41, None)]
-        journal._written(large, None, None)  # handed back: delivered a turn later
-        journal._written(small, None, None)  # the next write's answer, same turn
+        group._written(large, None, None)  # handed back: delivered a turn later
+        group._written(small, None, None)  # the next write's answer, same turn
         await anyio.lowlevel.checkpoint()
         await anyio.lowlevel.checkpoint()
 
     run(main)
     assert delivered == list(range(1, 42))
-
-
-def test_without_the_writer_the_wal_starts_over_after_each_checkpoint(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Without the writer process the loop commits on the journal's connection and the thread
-    syncs; under a sustained stream of events the thread's checkpoint rarely ends with the whole
-    WAL copied, so the loop's connection catches up after the write that carries the flag: over
-    fifty checkpoint cycles the ``-wal`` file never grows past about one cycle's commits
-    (without the catch-up it grew by 7-23 cycles' worth, 1-3.4 MB), and every event is still
-    committed and delivered in order."""
-    path = tmp_path / "events.db"
-    no_writer(monkeypatch)
-    every = 16
-    monkeypatch.setattr(sqlite_journal, "CHECKPOINT_EVERY", every)
-    # The -wal file's size after each batch is answered. SQLite does not shrink it while the
-    # journal is open: a WAL that starts over is written again from its start.
-    sizes: list[int] = []
-    answered = SqliteJournal._answered
-
-    def measured(journal: SqliteJournal, write: Any, answer: writes.Answer) -> None:
-        answered(journal, write, answer)
-        if write.batch:
-            sizes.append(os.stat(f"{path}-wal").st_size)
-
-    monkeypatch.setattr(SqliteJournal, "_answered", measured)
-    seen: dict[str, list[int]] = {}
-    producers, each = 8, 800
-
-    async def record(ev: HookEvent) -> None:
-        seen.setdefault(ev.session_key, []).append(ev.context["n"])
-
-    async def produce(queue: TriggerQueue, p: int) -> None:
-        for n in range(each):  # each post waits for its commit: `each` commits at least
-            await queue.post(create_hook_event("command", "work", f"s{p}", {"n": n}))
-
-    async def main() -> tuple[int | None, int]:
-        async with dispatching(path, record, capacity=1024) as (journal, queue):
-            async with anyio.create_task_group() as tg:
-                for p in range(producers):
-                    tg.start_soon(produce, queue, p)
-            assert journal._writer is not None
-            helper = journal._writer.helper_pid
-        return helper, journal.committed
-
-    helper, committed = run(main)
-    assert helper is None  # the loop wrote every batch
-    assert committed == producers * each
-    assert seen == {f"s{p}": list(range(each)) for p in range(producers)}
-    assert len(sizes) >= each
-    # The first cycle's commits, before any checkpoint, grow the file by what a cycle writes.
-    first, cycle = sizes[0], sizes[every - 1] - sizes[0]
-    assert max(sizes) <= first + 2 * cycle, (first, cycle, max(sizes))
