@@ -7,7 +7,8 @@
 //     N `trigger` with `wait: false` fired at once on one connection (the client's window and
 //     write batching do the pipelining); latency is each call's, from the call to its reply.
 //   node clients/typescript/bench/driver.mjs --socket PATH --mode roundtrip --count 2000
-//     N `message` ops one after another; latency per op.
+//     N `message` ops one after another (after 50 untimed ones); latency per op.
+// The defaults (session, event, warm-up) are bench/rawsocket.py's, the raw Python baseline.
 // Needs the client built (`npm run build -w clients/typescript`).
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
@@ -19,8 +20,8 @@ const { values } = parseArgs({
     socket: { type: "string" },
     mode: { type: "string", default: "pipeline" },
     count: { type: "string", default: "20000" },
-    session: { type: "string", default: "agent:main:bench-ts" },
-    event: { type: "string", default: "agent:bench" },
+    session: { type: "string", default: "agent:main:bench-connect" },
+    event: { type: "string", default: "command:work" },
     text: { type: "string", default: "hello" },
   },
 });
@@ -49,7 +50,7 @@ if (values.mode === "pipeline") {
   });
   seconds = (performance.now() - t0) / 1000;
 } else {
-  await client.message(values.session, values.text); // the session exists before timing
+  for (let i = 0; i < 50; i++) await client.message(values.session, values.text); // warm-up, untimed
   const t0 = performance.now();
   for (let i = 0; i < count; i++) {
     const start = performance.now();

@@ -34,6 +34,14 @@ import { Transport } from "./transport.js";
 
 export const CLIENT_NAME = "@gatewayd/client";
 export const CLIENT_VERSION = "0.1.0";
+/**
+ * Calls written and unanswered: up to twice the daemon's `maxInFlight`. The daemon reads at most
+ * `maxInFlight` of them; the rest wait in the socket's buffer, so when it answers a group the
+ * next is already there and it never waits on this client between groups. Measured with 20,000
+ * pipelined `trigger`s against one daemon: a window of 1x ran at 0.4-0.5x a raw socket that
+ * writes everything at once, 2x at 0.9-1.15x.
+ */
+const WINDOW_FACTOR = 2;
 
 export interface ReconnectOptions {
   /** The first pause after a failed attempt (default 100 ms); it doubles after each failure. */
@@ -53,7 +61,7 @@ export interface ClientOptions extends SocketOptions {
   connectTimeoutMs?: number;
   /** Reconnect after a lost connection or a failed connect (default true). */
   reconnect?: boolean | ReconnectOptions;
-  /** At most this many requests in flight (default: the daemon's `maxInFlight`). */
+  /** At most this many requests written and unanswered (default: twice hello's `maxInFlight`). */
   maxInFlight?: number;
   /** At most this many requests waiting for a slot or a connection (default 100,000). */
   maxQueued?: number;
@@ -310,7 +318,7 @@ export class GatewaydClient extends EventEmitter {
       this.state = "ready";
       this.server = hello;
       const daemonWindow = hello.limits?.maxInFlight ?? 1;
-      this.calls.window = Math.max(1, Math.min(daemonWindow, this.options.maxInFlight ?? daemonWindow));
+      this.calls.window = Math.max(1, Math.min(WINDOW_FACTOR * daemonWindow, this.options.maxInFlight ?? Infinity));
       this.emit("connect", hello);
       this.pump();
       return hello;
