@@ -7,7 +7,7 @@
 #
 # The state dir is /data (ELIZA_STATE_DIR): config /data/gatewayd.yaml (optional), hooks
 # /data/hooks/<name>/, logs /data/logs, sessions /data/sessions, control socket
-# /data/run/gatewayd.sock. See README "Running in Docker".
+# /data/run/gatewayd.sock. See docs/operations.md, "Running in Docker".
 
 # --- build: the project and its dependencies into a venv, from wheels only ----------------
 FROM python:3.11-slim-bookworm AS build

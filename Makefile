@@ -1,15 +1,19 @@
-# make run   - set up .venv and start the daemon on its built-in default config
-# make test  - set up .venv, run `make lint`, then the Node packages' tests (node-test) and the
-#              whole pytest suite in parallel with coverage; both run, either failing fails it
+# make run   - install what running needs into .venv (gatewayd, Node 24 for TypeScript hooks)
+#              and start the daemon on its built-in default config
+# make test  - install what testing needs too, say which system packages the tests use and
+#              whether they are here, run `make lint`, then the Node packages' tests (node-test)
+#              and the whole pytest suite in parallel with coverage; both run, either failing
+#              fails it
 # make node-test - install the Node packages (npm ci), build them, run their tests (node --test)
 # make lint  - ruff check, ruff format --check, mypy --strict (gatewayd, tests, each bundled hook)
 # make bench - run the benchmarks (bench/) and write bench/results/
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+RUN_STAMP := $(VENV)/.installed-run
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench lint clean venv node-test
+.PHONY: run test bench lint clean venv node-test system-packages
 
 # pytest-xdist: two workers per core. Most tests spend their time waiting on the daemons, CLI
 # runs, Node workers and containers they start, so one worker per core leaves the cores idle
@@ -32,14 +36,41 @@ COV_FLOOR := 58
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
-	touch $(STAMP)
 
-run: $(STAMP)
+# What running needs: gatewayd, editable, with the `node` extra (Node 24, which runs TypeScript
+# hooks as written; the `node` on PATH may be too old for them).
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[node]'
+	touch $(RUN_STAMP)
+
+# What testing, linting and benchmarking need: the `test` extra (the `node` extra's Node too).
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP) $(RUN_STAMP)
+
+run: $(RUN_STAMP)
+	@echo "make run: the gatewayd command is $(CURDIR)/$(BIN)/gatewayd" \
+	  "(source $(BIN)/activate puts it on PATH); Ctrl-C stops the daemon"
 	$(BIN)/gatewayd run
+
+# The system packages the tests use, found or not, said before anything else runs (.ci/run
+# installs them; tests/redis fail without redis-server, the others skip and say why).
+system-packages:
+	@echo "system packages the tests use:"
+	@for use in \
+	  "redis-server|needed: tests/redis start their own (apt-get install redis-server)" \
+	  "npm|needed: make node-test installs the Node packages (NODE_TESTS=0 skips them)" \
+	  "zsh|optional: the zsh completion test skips without it" \
+	  "prlimit|optional: the fd-limit test skips without it (util-linux)" \
+	  "docker|optional: tests/container skip without it (../shared/tools/container-env.sh)"; do \
+	  name=$${use%%|*}; why=$${use#*|}; where=$$(command -v $$name || true); \
+	  printf '  %-13s %-28s %s\n' "$$name" "$${where:-NOT FOUND}" "$$why"; \
+	done
+	@command -v redis-server >/dev/null || echo "make test: redis-server is missing: the Redis" \
+	  "queue tests (tests/redis) will fail; install it first (apt-get install redis-server)"
 
 # The Node packages (clients/typescript, integrations/elizaos) are one npm workspace with one
 # lockfile: `npm ci` installs exactly it (from npm's cache first), `tsc` builds each package,
@@ -60,7 +91,7 @@ node-test: $(STAMP) $(NODE_STAMP)
 
 # Both suites run even when the first fails, so one run reports every failure; the exit status
 # is the first failure's (pytest's 5, "no tests ran", stays visible to .ci/run).
-test: lint
+test: system-packages lint
 	@status=0; \
 	if [ "$(NODE_TESTS)" != 0 ]; then $(MAKE) --no-print-directory node-test || status=$$?; fi; \
 	$(BIN)/python -m pytest $(XDIST) --cov=gatewayd --cov-report=term:skip-covered \

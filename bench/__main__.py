@@ -2,8 +2,8 @@
 
 Each benchmark module runs in its own fresh interpreter (``python -m bench.<module>``) so that
 one's imports, garbage and threads never colour another's figures. The results are written to
-``bench/results/latest.json`` (everything, machine included) and ``latest.md`` (the tables the
-README shows).
+``bench/results/latest.json`` (everything, machine included) and ``latest.md`` (the tables
+docs/operations.md shows).
 
     python -m bench                   # all, full size
     python -m bench dispatch reload   # only these

@@ -84,7 +84,8 @@ def short_title(section: Section) -> str:
 
 
 def summary_markdown(sections: list[Section]) -> str:
-    """One table of every figure with a target or marked as a headline (the README's table)."""
+    """One table of every figure with a target or marked as a headline (the table of
+    docs/operations.md, "Performance")."""
     lines = [
         "| benchmark | measurement | gatewayd | baselines, same run: value: ratio | target |",
         "|---|---|---|---|---|",

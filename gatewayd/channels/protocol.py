@@ -1,4 +1,4 @@
-"""The control protocol: JSON lines in, one JSON reply line out (README "control socket protocol").
+"""The control protocol: JSON lines in, one JSON reply line out (docs/design.md section 3).
 
 This module owns the wire format and nothing else: framing (:class:`LineReader`), decoding and
 validating a request against its op's declared fields (:data:`OPS`, :func:`parse_request`), and

@@ -108,8 +108,8 @@ class Service:
         return int(self.show("MainPID")["MainPID"])
 
 
-# As the README's systemd section installs it (a venv at /opt/gatewayd, `pip install` of the
-# package, without the [node] extra), from this checkout's wheel; pip keeps no cache.
+# As docs/operations.md's systemd section installs it (a venv at /opt/gatewayd, `pip install` of
+# the package, without the [node] extra), from this checkout's wheel; pip keeps no cache.
 INSTALL = f'python3 -m venv {VENV} && {VENV}/bin/pip install --quiet "$1" && {GATEWAYD} --version'
 INSTALL_ENV = ("PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_CACHE_DIR=1")
 
