@@ -1,17 +1,22 @@
-"""The message path over a real daemon: event order, commands, sessions, replies, bootstrap."""
+"""The message path over a real gateway (in-process, through the control socket): event order,
+commands, sessions, replies, bootstrap."""
 
 from __future__ import annotations
 
 import json
-import select
 import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.control import Control
-from tests.support.fixtures import StartDaemon
+import anyio
+import pytest
+
+from tests.support.control import AsyncControl
+from tests.support.fixtures import StartGateway
 from tests.support.hooks import WriteHook, recorder
-from tests.support.state import read_records, session_table, wait_until
+from tests.support.state import eventually, eventually_async, read_records, session_table
+
+pytestmark = pytest.mark.anyio
 
 KEEP = (
     "from",
@@ -37,6 +42,8 @@ KEEP = (
     "error",
 )
 
+pytestmark = pytest.mark.anyio
+
 
 def _order_hooks(write_hook: WriteHook, hooks: Path) -> None:
     # Replies with the event key, so the reply itself shows the dispatch order.
@@ -49,21 +56,21 @@ def _order_hooks(write_hook: WriteHook, hooks: Path) -> None:
     write_hook(hooks, "sent", events=["message:sent"], handler=recorder("sent.jsonl", keep=KEEP))
 
 
-def _send(control: Control, text: str, key: str = "agent:main:main") -> dict[str, Any]:
-    return control.ok("message", sessionKey=key, text=text, senderId="alice", channel="test")
+async def _send(control: AsyncControl, text: str, key: str = "agent:main:main") -> dict[str, Any]:
+    return await control.ok("message", sessionKey=key, text=text, senderId="alice", channel="test")
 
 
-def test_new_and_reset_event_order_reply_and_sessions(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+async def test_new_and_reset_event_order_reply_and_sessions(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     _order_hooks(write_hook, state_dir / "hooks")
-    daemon = start_daemon()
-    with daemon.control() as control:
-        first = _send(control, "hello")
+    daemon = await start_gateway()
+    async with daemon.control() as control:
+        first = await _send(control, "hello")
         assert first["command"] is None
         assert first["messages"] == ["message:received", "session:start", "agent:bootstrap"]
 
-        new = _send(control, "/new fresh start")
+        new = await _send(control, "/new fresh start")
         assert new["command"] == "new"
         assert new["messages"] == [
             "message:received",
@@ -72,7 +79,7 @@ def test_new_and_reset_event_order_reply_and_sessions(
             "session:start",
             "agent:bootstrap",
         ]
-        reset = _send(control, "/reset")
+        reset = await _send(control, "/reset")
         assert reset["command"] == "reset"
         assert reset["messages"] == [
             *new["messages"][:2],
@@ -80,23 +87,23 @@ def test_new_and_reset_event_order_reply_and_sessions(
             "session:start",
             "agent:bootstrap",
         ]
-        stop = _send(control, "/stop")
+        stop = await _send(control, "/stop")
         assert (stop["command"], stop["messages"]) == ("stop", ["message:received", "command:stop"])
-        deploy = _send(control, "/deploy prod  now")
+        deploy = await _send(control, "/deploy prod  now")
         assert deploy["command"] == "deploy"
         assert deploy["messages"] == ["message:received", "command:deploy"]
-        not_a_command = _send(control, "/Deploy or /x")
+        not_a_command = await _send(control, "/Deploy or /x")
         assert not_a_command["command"] is None
 
         # /new on a session key that never had a session: no session:end.
-        other = _send(control, "/new", key="other")
+        other = await _send(control, "/new", key="other")
         assert other["messages"] == [
             "message:received",
             "command:new",
             "session:start",
             "agent:bootstrap",
         ]
-        status = control.ok("status")["status"]
+        status = (await control.ok("status"))["status"]
         assert status["sessions"] == 2
 
     records = read_records(state_dir)
@@ -159,7 +166,7 @@ def test_new_and_reset_event_order_reply_and_sessions(
     total_replies = sum(
         len(r["messages"]) for r in (first, new, reset, stop, deploy, not_a_command, other)
     )
-    wait_until(
+    await eventually(
         lambda: len(read_records(state_dir, "sent.jsonl")) >= total_replies,
         what="message:sent events",
     )
@@ -168,13 +175,13 @@ def test_new_and_reset_event_order_reply_and_sessions(
     assert sent[0]["ctx"]["to"] == "alice"
     assert sent[0]["ctx"]["content"] == "message:received"
     assert sent[0]["ctx"]["channelId"] == "test"
-    assert daemon.stop() == 0
+    assert await daemon.stop() == 0
 
     # Sessions survive a restart: no session:start for a known key.
     before = len(read_records(state_dir))
-    again = start_daemon()
-    with again.control() as control:
-        assert _send(control, "still here")["messages"] == ["message:received"]
+    again = await start_gateway()
+    async with again.control() as control:
+        assert (await _send(control, "still here"))["messages"] == ["message:received"]
     assert [r["key"] for r in read_records(state_dir)[before:]] == ["message:received"]
     lines = (state_dir / "sessions" / f"{third_id}.jsonl").read_text().splitlines()
     assert json.loads(lines[-2]) | {"timestamp": None} == {
@@ -184,16 +191,19 @@ def test_new_and_reset_event_order_reply_and_sessions(
         "channel": "test",
         "timestamp": None,
     }
-    assert again.stop() == 0
+    assert await again.stop() == 0
 
 
-def _has_reply(control: Control, wait_s: float) -> bool:
-    ready, _, _ = select.select([control.sock], [], [], wait_s)
-    return bool(ready)
+async def _has_reply(control: AsyncControl, wait_s: float) -> bool:
+    """Whether a reply comes within ``wait_s`` (one that does is read: the test fails on it)."""
+    with anyio.move_on_after(wait_s):
+        await control.read()
+        return True
+    return False
 
 
-def test_per_session_order_under_concurrency(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+async def test_per_session_order_under_concurrency(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     write_hook(
         state_dir / "hooks",
@@ -203,11 +213,11 @@ def test_per_session_order_under_concurrency(
             "import asyncio", "import asyncio, random"
         ),
     )
-    daemon = start_daemon({"gateway": {"queue": {"capacity": 32, "concurrency": 4}}})
+    daemon = await start_gateway({"gateway": {"queue": {"capacity": 32, "concurrency": 4}}})
     sessions, per_session = 8, 60
-    clients = [daemon.control() for _ in range(sessions)]
+    clients = [await daemon.control().connect() for _ in range(sessions)]
     for s, control in enumerate(clients):
-        control.send_raw(
+        await control.send_raw(
             b"".join(
                 json.dumps(
                     {
@@ -225,11 +235,11 @@ def test_per_session_order_under_concurrency(
         )
     for control in clients:
         for _ in range(per_session):
-            reply = control.read()
+            reply = await control.read()
             assert reply is not None and reply["ok"], reply
-        control.close()
+        await control.aclose()
     # The records themselves, not the dispatched count (which gateway:startup is part of).
-    wait_until(
+    await eventually(
         lambda: len(read_records(state_dir)) >= sessions * per_session,
         what="every step recorded",
     )
@@ -239,11 +249,11 @@ def test_per_session_order_under_concurrency(
     assert set(seen) == {f"lane-{s}" for s in range(sessions)}
     for lane, ns in seen.items():
         assert ns == list(range(per_session)), f"{lane} out of order: {ns}"
-    assert daemon.stop() == 0
+    assert await daemon.stop() == 0
 
 
-def test_slow_hook_delays_only_its_own_session(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+async def test_slow_hook_delays_only_its_own_session(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     release = state_dir / "release"
     write_hook(
@@ -262,35 +272,38 @@ async def handler(event):
     event.messages.append(event.action + " " + event.session_key)
 """,
     )
-    daemon = start_daemon({"hooks": {"timeoutMs": 60000}})
-    slow, same, other = daemon.control(), daemon.control(), daemon.control()
+    daemon = await start_gateway({"hooks": {"timeoutMs": 60000}})
+    slow, same, other, daemon_status = [await daemon.control().connect() for _ in range(4)]
     # Pipelined behind a ping: the ping's reply must not wait for the slow one.
-    slow.send_raw(
+    await slow.send_raw(
         b'{"id": 0, "op": "ping"}\n'
         b'{"id": 1, "op": "trigger", "event": "command:slow", "sessionKey": "A"}\n'
     )
-    assert slow.read() == {"id": 0, "ok": True, "pong": True}
-    daemon_status = daemon.control()
-    wait_until(
-        lambda: daemon_status.ok("status")["status"]["queue"]["sessions"] == 1,
-        what="the slow event to start",
+    assert await slow.read() == {"id": 0, "ok": True, "pong": True}
+
+    async def started() -> bool:
+        return bool((await daemon_status.ok("status"))["status"]["queue"]["sessions"] == 1)
+
+    await eventually_async(started, what="the slow event to start")
+    await same.send_raw(
+        b'{"id": 2, "op": "trigger", "event": "command:quick", "sessionKey": "A"}\n'
     )
-    same.send_raw(b'{"id": 2, "op": "trigger", "event": "command:quick", "sessionKey": "A"}\n')
     # Another session is not held up by session A's slow hook...
-    assert other.ok("trigger", event="command:quick", sessionKey="B")["messages"] == ["quick B"]
+    quick = await other.ok("trigger", event="command:quick", sessionKey="B")
+    assert quick["messages"] == ["quick B"]
     # ...while A's next event waits behind its slow one, in order.
-    assert not _has_reply(slow, 0.3)
-    assert not _has_reply(same, 0.0)
+    assert not await _has_reply(slow, 0.3)
+    assert not await _has_reply(same, 0.05)
     release.touch()
-    assert slow.read() == {"id": 1, "ok": True, "messages": ["slow A"]}
-    assert same.read() == {"id": 2, "ok": True, "messages": ["quick A"]}
+    assert await slow.read() == {"id": 1, "ok": True, "messages": ["slow A"]}
+    assert await same.read() == {"id": 2, "ok": True, "messages": ["quick A"]}
     for control in (slow, same, other, daemon_status):
-        control.close()
-    assert daemon.stop() == 0
+        await control.aclose()
+    assert await daemon.stop() == 0
 
 
-def test_bootstrap_op_and_agent_bootstrap_on_session_start(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+async def test_bootstrap_op_and_agent_bootstrap_on_session_start(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     workspace = state_dir / "workspace"
     workspace.mkdir()
@@ -318,9 +331,9 @@ def handler(event):
         events=["agent:bootstrap"],
         handler=recorder(keep=("seen", "sessionKey", "workspaceDir", "sessionId")),
     )
-    daemon = start_daemon()
-    with daemon.control() as control:
-        files = control.ok("bootstrap", sessionKey="agent:main:main")["bootstrapFiles"]
+    daemon = await start_gateway()
+    async with daemon.control() as control:
+        files = (await control.ok("bootstrap", sessionKey="agent:main:main"))["bootstrapFiles"]
         assert files == [
             {
                 "name": "AGENTS.md",
@@ -336,17 +349,17 @@ def handler(event):
             },
             {"name": "TOOLS.md", "path": "/virtual/TOOLS.md", "content": "x", "missing": False},
         ]
-        control.ok("message", sessionKey="agent:main:main", text="hi")
+        await control.ok("message", sessionKey="agent:main:main", text="hi")
     records = read_records(state_dir)
     assert [r["ctx"]["seen"] for r in records] == [["AGENTS.md", "SOUL.md"]] * 2
     assert records[0]["ctx"]["sessionId"] is None  # the op, before any session
     assert records[1]["ctx"]["sessionId"]  # on session start
     assert records[1]["ctx"]["workspaceDir"] == str(workspace)
-    assert daemon.stop() == 0
+    assert await daemon.stop() == 0
 
 
-def test_boot_md_delivers_through_the_gateway_handle(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+async def test_boot_md_delivers_through_the_gateway_handle(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     """The bundled boot-md hook calls ``context["gateway"].deliver(..., wait=False)``."""
     workspace = state_dir / "workspace"
@@ -358,13 +371,13 @@ def test_boot_md_delivers_through_the_gateway_handle(
         events=["message:received"],
         handler=recorder(keep=("from", "channelId", "content")),
     )
-    daemon = start_daemon()
-    records = wait_until(lambda: read_records(state_dir), what="BOOT.md delivered")
+    daemon = await start_gateway()
+    records = await eventually(lambda: read_records(state_dir), what="BOOT.md delivered")
     assert records[0]["session"] == "agent:main:boot"
     assert records[0]["ctx"] == {
         "from": "boot-md",
         "channelId": "boot",
         "content": "check the inbox\n",
     }
-    daemon.wait_log("boot_md.ran")
-    assert daemon.stop() == 0
+    await daemon.wait_log("boot_md.ran")
+    assert await daemon.stop() == 0

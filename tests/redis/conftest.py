@@ -23,6 +23,7 @@ from tests.redis.redis_support import RedisServer, instance_config
 from tests.support.daemon import Daemon
 from tests.support.fixtures import reported
 from tests.support.hooks import write_hook_dir
+from tests.support.inprocess import InProcess
 from tests.support.state import new_state_dir, write_config
 
 
@@ -66,10 +67,12 @@ def read_shared(path: Path) -> list[dict[str, Any]]:
 class Instances:
     """gatewayd instances sharing one Redis; see the module docstring."""
 
-    def __init__(self, server: RedisServer, daemons: list[Daemon]) -> None:
+    def __init__(self, server: RedisServer, report: list[Daemon | InProcess]) -> None:
         self.server = server
-        self.daemons = daemons
-        """Every instance made (the test's failure report shows their last log lines)."""
+        self.daemons: list[Daemon] = []
+        """Every instance made."""
+        self._report = report
+        """The failed test's report shows the instances' last log lines."""
         self.config: dict[str, Any] = {}
         self.record = server.dir / "record.jsonl"
 
@@ -87,6 +90,7 @@ class Instances:
             write_hook_dir(state / "hooks", name, events=["command:work"], handler=handler)
         daemon = Daemon(state)
         self.daemons.append(daemon)
+        self._report.append(daemon)
         if start:
             daemon.start()
         return daemon

@@ -9,16 +9,20 @@ and show the whole output when it is not the expected one.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
+
+import anyio
 
 from tests.support import zygote
 from tests.support.state import clean_env
 
 Result = subprocess.CompletedProcess[str]
+R = TypeVar("R")
 
 
 def gatewayd(
@@ -51,6 +55,12 @@ def execd(
         timeout=timeout,
         check=False,
     )
+
+
+async def off_loop(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+    """``fn(*args, **kwargs)`` (a CLI run, a blocking client) in a worker thread: an async test
+    awaits it while the gateway in its event loop goes on serving."""
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
 
 class RunCli(Protocol):

@@ -10,6 +10,11 @@
   ``gatewayd.yaml`` when given), not started. ``start_daemon(...)`` takes the same arguments
   plus ``wait_ready=True`` and starts it. Every daemon still running at teardown is killed.
   When the test fails, its report carries each daemon's exit code and the tail of its log.
+* ``start_gateway(config=None, *, env=None, watch=False)`` (async tests): a real gateway serving
+  in the test's own event loop (:class:`~tests.support.inprocess.InProcess`), ``config`` written
+  as ``gatewayd.yaml`` first; returns once it serves, and is stopped at teardown. The default
+  for what a daemon does between its start and its stop; ``start_daemon`` is for what only a
+  process shows.
 * ``log_records``: what in-process code logged through structlog during the test
   (:func:`structlog.testing.capture_logs`), one dict per record.
 """
@@ -18,7 +23,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Generator, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping, MutableMapping, Sequence
+from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,6 +35,7 @@ import structlog
 from tests.support.cli import RunCli, gatewayd
 from tests.support.daemon import Daemon
 from tests.support.hooks import WriteHook, write_hook_dir
+from tests.support.inprocess import InProcess, run_gateway
 from tests.support.state import is_host_setting, new_state_dir, write_config
 
 
@@ -84,8 +91,20 @@ class StartDaemon(Protocol):
     ) -> Daemon: ...
 
 
+class StartGateway(Protocol):
+    """The ``start_gateway`` fixture."""
+
+    async def __call__(
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        watch: bool = False,
+    ) -> InProcess: ...
+
+
 _UNGROUPED = pytest.StashKey[str]()
-_DAEMONS = pytest.StashKey[list[Daemon]]()
+_DAEMONS = pytest.StashKey[list[Daemon | InProcess]]()
 _LOG_TAIL_LINES = 60
 
 
@@ -97,7 +116,7 @@ def pytest_runtest_makereport(
     a test that fails on a closed socket otherwise says nothing of why the daemon closed it."""
     report: pytest.TestReport = yield
     if report.failed:
-        daemons: list[Daemon] = item.stash.get(_DAEMONS, [])
+        daemons: list[Daemon | InProcess] = item.stash.get(_DAEMONS, [])
         for n, daemon in enumerate(daemons):
             if (summary := daemon.failure_summary(_LOG_TAIL_LINES)) is not None:
                 report.sections.append((f"daemon {n} ({report.when})", summary))
@@ -126,7 +145,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(why, pytrace=False)
 
 
-def reported(item: pytest.Item) -> list[Daemon]:
+def reported(item: pytest.Item) -> list[Daemon | InProcess]:
     """The daemons a failed report of ``item`` shows the state and last log lines of: the
     fixtures here add theirs, and a fixture that starts daemons its own way adds them too."""
     return item.stash.setdefault(_DAEMONS, [])
@@ -135,7 +154,8 @@ def reported(item: pytest.Item) -> list[Daemon]:
 @pytest.fixture
 def new_daemon(state_dir: Path, request: pytest.FixtureRequest) -> Iterator[NewDaemon]:
     """Daemons on ``state_dir``, not started; all are killed at teardown."""
-    made = reported(request.node)
+    report = reported(request.node)
+    made: list[Daemon] = []
 
     def make(
         config: Mapping[str, Any] | None = None,
@@ -151,6 +171,7 @@ def new_daemon(state_dir: Path, request: pytest.FixtureRequest) -> Iterator[NewD
             state_dir, env=env, watch=watch, prefix=prefix, notify_address=notify_address
         )
         made.append(daemon)
+        report.append(daemon)
         return daemon
 
     yield make
@@ -177,6 +198,29 @@ def start_daemon(new_daemon: NewDaemon) -> StartDaemon:
         return daemon.start(wait_ready=wait_ready)
 
     return start
+
+
+@pytest.fixture
+async def start_gateway(
+    state_dir: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[StartGateway]:
+    """In-process gateways on ``state_dir``; every one still serving is stopped at teardown."""
+    made = reported(request.node)
+    async with AsyncExitStack() as stack:
+
+        async def start(
+            config: Mapping[str, Any] | None = None,
+            *,
+            env: Mapping[str, str] | None = None,
+            watch: bool = False,
+        ) -> InProcess:
+            if config is not None:
+                write_config(state_dir, config)
+            running = await stack.enter_async_context(run_gateway(state_dir, env, watch=watch))
+            made.append(running)
+            return running
+
+        yield start
 
 
 LogRecords = list[MutableMapping[str, Any]]

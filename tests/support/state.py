@@ -12,11 +12,12 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+import anyio
 import yaml
 
 T = TypeVar("T")
@@ -86,3 +87,36 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
         time.sleep(0.02)
+
+
+async def eventually(
+    predicate: Callable[[], T | Literal[False] | None],
+    timeout: float = 60.0,  # noqa: ASYNC109 - wait_until's arguments: the calls read the same
+    what: str = "",
+) -> T:
+    """:func:`wait_until` for async tests: the event loop (and a gateway serving in it) runs
+    while it polls."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        await anyio.sleep(0.02)
+
+
+async def eventually_async(
+    probe: Callable[[], Awaitable[T | Literal[False] | None]],
+    timeout: float = 60.0,  # noqa: ASYNC109 - wait_until's arguments: the calls read the same
+    what: str = "",
+) -> T:
+    """:func:`eventually` for a probe that is itself awaited (a request to the gateway)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or probe}")
+        await anyio.sleep(0.02)
