@@ -275,7 +275,7 @@ export class GatewaydClient extends EventEmitter {
     }
     if (this.state !== "ready" && !this.reconnectDelays && this.state !== "connecting") {
       call.done = true;
-      call.reject(new ConnectionError("not_connected", `not connected to gatewayd (${this.path}): call connect() first`));
+      call.reject(new ConnectionError("not_running", `not connected to gatewayd (${this.path}): call connect() first`));
       return promise as Promise<Reply>;
     }
     if (this.calls.enqueue(call)) {

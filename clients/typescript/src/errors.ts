@@ -1,8 +1,9 @@
 /**
  * The errors a call can end with. Every one is a `GatewaydError` with a `code`: the daemon's own
  * error code (docs/design.md section 3: `bad_request`, `queue_full`, `unknown_event`, ...) when the
- * daemon refused the request, else one of this client's (`not_connected`, `connection_lost`,
- * `timeout`, `closed`, `unsupported_protocol`).
+ * daemon refused the request, else one of this client's, the Python client's codes
+ * (`gatewayd.client`): `not_running`, `cannot_connect`, `connection_lost`, `timeout`, `protocol`,
+ * `config`, and `closed` (this client was closed) and `backlog_full` (too many calls waiting).
  */
 
 /** A request that failed; `code` says why (the daemon's code, or this client's). */
@@ -25,11 +26,11 @@ export class RequestError extends GatewaydError {
 }
 
 /**
- * No daemon could be reached (`not_connected`), or the connection broke with the request in
+ * No daemon at the socket (`not_running`), one that cannot be reached (`cannot_connect`), or the connection broke with the request in
  * flight (`connection_lost`: the daemon may or may not have accepted it).
  */
 export class ConnectionError extends GatewaydError {
-  constructor(code: "not_connected" | "connection_lost" | "closed", message: string) {
+  constructor(code: "not_running" | "cannot_connect" | "connection_lost" | "closed", message: string) {
     super(code, message);
     this.name = "ConnectionError";
   }
@@ -46,7 +47,7 @@ export class TimeoutError extends GatewaydError {
 /** The daemon and this client speak no protocol version in common; the message says what to upgrade. */
 export class ProtocolError extends GatewaydError {
   constructor(message: string) {
-    super("unsupported_protocol", message);
+    super("protocol", message);
     this.name = "ProtocolError";
   }
 }

@@ -23,20 +23,20 @@ export interface TransportHandlers {
 export function connectFailure(path: string, err: NodeJS.ErrnoException): ConnectionError {
   switch (err.code) {
     case "ENOENT":
-      return new ConnectionError("not_connected", `gatewayd is not running (no socket at ${path})`);
+      return new ConnectionError("not_running", `gatewayd is not running (no socket at ${path})`);
     case "ECONNREFUSED":
       return new ConnectionError(
-        "not_connected",
+        "not_running",
         `gatewayd is not running (nothing listening on ${path}: a stale socket)`,
       );
     case "EACCES":
     case "EPERM":
       return new ConnectionError(
-        "not_connected",
+        "cannot_connect",
         `cannot connect to ${path}: permission denied (the daemon runs as another user; connect as that user or root)`,
       );
     default:
-      return new ConnectionError("not_connected", `cannot connect to ${path}: ${err.message}`);
+      return new ConnectionError("cannot_connect", `cannot connect to ${path}: ${err.message}`);
   }
 }
 
@@ -62,7 +62,7 @@ export class Transport {
       const socket = createConnection({ path });
       const timer = setTimeout(() => {
         socket.destroy();
-        reject(new ConnectionError("not_connected", `cannot connect to ${path}: no answer within ${timeoutMs} ms`));
+        reject(new ConnectionError("cannot_connect", `cannot connect to ${path}: no answer within ${timeoutMs} ms`));
       }, timeoutMs);
       const failed = (err: NodeJS.ErrnoException): void => {
         clearTimeout(timer);

@@ -207,8 +207,8 @@ test("a restarted daemon: calls in flight fail, later calls wait for the reconne
 test("no daemon: connect says so, in the CLI's words", async () => {
   const state = makeState();
   const c = new GatewaydClient({ socket: `${state}/run/none.sock`, reconnect: false });
-  await assert.rejects(c.connect(), { code: "not_connected", message: `gatewayd is not running (no socket at ${state}/run/none.sock)` });
-  await assert.rejects(c.ping(), { code: "not_connected" });
+  await assert.rejects(c.connect(), { code: "not_running", message: `gatewayd is not running (no socket at ${state}/run/none.sock)` });
+  await assert.rejects(c.ping(), { code: "not_running" });
   c.close();
   await assert.rejects(c.ping(), { code: "closed" });
 });
@@ -233,7 +233,7 @@ test("hello's protocol range decides: the error says what to upgrade", async () 
     const c = new GatewaydClient({ socket: path });
     try {
       await assert.rejects(c.connect(), (err) => err instanceof ProtocolError && advice.test(err.message));
-      await assert.rejects(c.ping(), { code: "unsupported_protocol" }); // no retry mends it
+      await assert.rejects(c.ping(), { code: "protocol" }); // no retry mends it
     } finally {
       c.close();
       server.close();

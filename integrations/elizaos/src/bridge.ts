@@ -5,7 +5,7 @@
  *
  * Delivery guarantee of notifications: at least once. An event is posted with `wait: false`,
  * and gatewayd's reply means it is durable in its journal. One gatewayd never accepted (it was
- * down, restarting, or stopping: `not_connected`, `shutting_down`) is posted again once it is
+ * down, restarting, or stopping: `not_running`, `cannot_connect`, `shutting_down`) is posted again once it is
  * back; one whose connection broke before the reply (`connection_lost`) is posted again too, so
  * a crash at that instant may deliver it twice, never zero times.
  */
@@ -22,7 +22,17 @@ import {
 import type { ResolvedOptions } from "./options.js";
 
 const SRC = "plugin:gatewayd";
-const RETRYABLE = new Set(["not_connected", "connection_lost", "shutting_down", "timeout", "backlog_full"]);
+const RETRYABLE = new Set([
+  "not_running",
+  "cannot_connect",
+  "connection_lost",
+  "shutting_down",
+  "timeout",
+  "backlog_full",
+  "queue_full",
+  "journal_full",
+  "queue_unavailable",
+]);
 
 export interface Decision<K extends DecisionEventKey> {
   result: DecisionResults[K];
