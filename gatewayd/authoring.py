@@ -8,18 +8,15 @@ stdin). The directory is written under a temporary dot-name in the managed root 
 renamed into place, so a running daemon's watcher sees the whole hook appear at once and loads
 it; it never sees half a hook.
 
-This module also owns what a hook *name* may be (:data:`NAME_RE`), for ``hooks new`` and
-``hooks install`` alike: lowercase letters, digits, ``-`` and ``_``, starting with a letter or
-digit, at most :data:`MAX_NAME` characters. That is a directory name on every platform and a
-valid ``/command`` name, and it is what the bundled hooks use. ``HOOK.md`` parsing itself stays
-in :mod:`gatewayd.hooks.metadata`.
+A name ``hooks new`` and ``hooks install`` create is checked by
+:func:`gatewayd.hooks.names.slug_problem` (:func:`name_problem` here), the one home of every
+hook-name rule. ``HOOK.md`` parsing itself stays in :mod:`gatewayd.hooks.metadata`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -30,9 +27,10 @@ from typing import Final
 from gatewayd.config import Config
 from gatewayd.hooks.discovery import discover
 from gatewayd.hooks.events import EventKeyError, parse_event_key
+from gatewayd.hooks.names import MAX_SLUG, SLUG, slug_problem
 
-NAME_RE: Final = re.compile(r"[a-z0-9][a-z0-9_-]*")
-MAX_NAME: Final = 64
+NAME_RE: Final = SLUG
+MAX_NAME: Final = MAX_SLUG
 GUIDE: Final = "docs/hooks.md (the author's guide, in the gatewayd source tree)"
 LANGS: Final = ("py", "ts", "js")
 """The languages ``hooks new --lang`` writes a handler in."""
@@ -43,20 +41,8 @@ class AuthoringError(Exception):
     """A name, event key or target the scaffolder refuses; the message says why and the fix."""
 
 
-def name_problem(name: str) -> str | None:
-    """Why ``name`` is not a valid hook name, or None when it is."""
-    if not name:
-        return "a hook name cannot be empty"
-    if len(name) > MAX_NAME:
-        return f"hook name {name!r} is {len(name)} characters long; the limit is {MAX_NAME}"
-    if not NAME_RE.fullmatch(name):
-        suggestion = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-_")
-        hint = f" (e.g. {suggestion!r})" if suggestion and NAME_RE.fullmatch(suggestion) else ""
-        return (
-            f"invalid hook name {name!r}: use lowercase letters, digits, '-' and '_', "
-            f"starting with a letter or digit{hint}"
-        )
-    return None
+name_problem = slug_problem
+"""Why a name is not one ``hooks new`` / ``hooks install`` may create, or None."""
 
 
 def check_name(name: str) -> None:

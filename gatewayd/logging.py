@@ -20,7 +20,11 @@ Two rules keep the log from being a way in or a way down:
   hold tokens, and structlog's ``dict_tracebacks`` (or rich, when installed) would print them;
 * a log line that cannot be written (stderr closed, a log shipper on a pipe that exited) is
   dropped, never raised into the code that logged it. Once stderr is found broken, fd 2 is
-  pointed at ``/dev/null`` so later writes (Python's own at exit, a hook's ``print``) cannot fail.
+  pointed at ``/dev/null`` so later writes (Python's own at exit, a hook's ``print``) cannot fail;
+* a console-rendered line escapes, in its values, every character that would act on the
+  terminal instead of showing (a newline, an ANSI escape, a right-to-left override:
+  ``gatewayd.hooks.names.shown``): a hook's output or a directory's name can neither forge a
+  line nor reach the terminal. JSON escapes them itself.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 import structlog
+
+from gatewayd.hooks.names import shown
 
 if TYPE_CHECKING:
     from gatewayd.config import Config
@@ -244,6 +250,15 @@ def real_stream(stream: TextIO) -> TextIO:
     return inner if inner is not None else stream
 
 
+def _shown_strings(logger: Any, name: str, event_dict: Any) -> Any:
+    """Every string value of a console line escaped (:func:`gatewayd.hooks.names.shown`), but
+    a traceback's, whose line breaks are its own."""
+    for key, value in event_dict.items():
+        if type(value) is str and key != "exception":
+            event_dict[key] = shown(value)
+    return event_dict
+
+
 def configure_logging(
     level: str = "info",
     fmt: LogFormat = "auto",
@@ -283,6 +298,8 @@ def configure_logging(
         processors.append(sink)
     if not use_console:
         processors.append(_NO_LOCALS)
+    else:
+        processors.append(_shown_strings)
     processors.append(renderer)
     logging.getLogger().setLevel(LEVELS[level])
     structlog.configure(

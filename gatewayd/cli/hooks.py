@@ -21,6 +21,7 @@ import os
 import sys
 import unicodedata
 from collections.abc import Iterable
+from typing import TextIO
 
 from gatewayd.cli.common import FAILING_STATUSES, dump_json, load_config_or_exit
 from gatewayd.cli.hookview import HookView, hook_view, last_error_line, stats_line
@@ -28,6 +29,7 @@ from gatewayd.config import Config, ConfigError
 from gatewayd.exits import EXIT_CONFIG, EXIT_USAGE, UserError, did_you_mean, print_config_error
 from gatewayd.hooks.events import EventKeyError, parse_event_key
 from gatewayd.hooks.loader import HookLoader, HookRecord, LoadResult, serving_records
+from gatewayd.hooks.names import shown
 from gatewayd.hooks.node.loading import check_node_hooks
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.logging import configure_logging
@@ -44,6 +46,12 @@ def _build(config: Config) -> LoadResult:
             return result
         finally:
             loader.close()
+
+
+def say(line: str, file: TextIO | None = None) -> None:
+    """Print one line for people, every character that would act on the terminal instead of
+    showing (a newline in a name, an ANSI escape, a right-to-left override) escaped."""
+    print(shown(line), file=file)
 
 
 def _width(text: str) -> int:
@@ -86,6 +94,7 @@ def _agent_note(agent: str, view: HookView) -> str:
 
 
 def _table(rows: list[list[str]]) -> Iterable[str]:
+    rows = [[shown(cell) for cell in row] for row in rows]  # escaped before they are measured
     widths = [max(_width(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         cells = [_pad(cell, widths[i]) for i, cell in enumerate(row[:-1])]
@@ -111,14 +120,14 @@ def cli_list(args: argparse.Namespace) -> int:
         dump_json(view.listing(records))
         return 0
     daemon = view.view == "daemon"
-    print(f"Hooks ({view.totals()}); {view.header()}")
+    say(f"Hooks ({view.totals()}); {view.header()}")
     if agent is not None:
-        print(_agent_note(agent, view))
+        say(_agent_note(agent, view))
     scoped = len(view.agent_ids) > 1 or any(
         r.agents is not None or r.subagent is not None for r in view.records
     )
     if not records:
-        print("no hooks found" if not args.eligible else "no eligible hooks")
+        say("no hooks found" if not args.eligible else "no eligible hooks")
     else:
         rows = [["STATUS", "   HOOK", "EVENTS", "SOURCE"]]
         if scoped:
@@ -146,13 +155,13 @@ def cli_list(args: argparse.Namespace) -> int:
                 lines.append(f"    last error: {last}")
             details.append(lines)
         for i, line in enumerate(_table(rows)):
-            print(line)
+            say(line)
             if args.verbose:
                 for detail in details[i]:
-                    print(detail)
+                    say(detail)
     if args.verbose:
         for problem in view.rejected_roots:
-            print(f"rejected root: {problem}")
+            say(f"rejected root: {problem}")
     return 0
 
 
@@ -161,7 +170,9 @@ def _find(records: list[HookRecord], name: str) -> HookRecord:
     if not matches:
         known = sorted({r.name for r in records} | {r.hook_key for r in records})
         hint = did_you_mean(name, known)
-        raise UserError(f'hook "{name}" not found{hint} (gatewayd hooks list shows them all)')
+        raise UserError(
+            f'hook "{shown(name)}" not found{hint} (gatewayd hooks list shows them all)'
+        )
     # The hook that is in effect (not shadowed) is the one asked about.
     return next((r for r in matches if r.status != "shadowed"), matches[-1])
 
@@ -177,11 +188,11 @@ def cli_info(args: argparse.Namespace) -> int:
             data["stats"] = stats
         dump_json(data)
         return 0
-    print(f"({view.header()})")
+    say(f"({view.header()})")
     missing = "; ".join(f"{kind}: {', '.join(v)}" for kind, v in record.missing.items() if v)
-    print(f"{_label(record).strip()}  [{record.status}]")
+    say(f"{_label(record).strip()}  [{record.status}]")
     if record.description:
-        print(f"  {record.description}")
+        say(f"  {record.description}")
     fields = [
         ("hookKey", record.hook_key),
         ("source", record.source),
@@ -194,15 +205,15 @@ def cli_info(args: argparse.Namespace) -> int:
         ("missing", missing or "-"),
     ]
     for key, value in fields:
-        print(f"  {key + ':':<10} {value}")
+        say(f"  {key + ':':<10} {value}")
     for reason in record.reasons:
-        print(f"  reason:    {reason}")
+        say(f"  reason:    {reason}")
     for warning in record.warnings:
-        print(f"  warning:   {warning}")
+        say(f"  warning:   {warning}")
     if view.view == "daemon":
-        print(f"  {'counters:':<10} {stats_line(stats)}")
+        say(f"  {'counters:':<10} {stats_line(stats)}")
         if last := last_error_line(stats):
-            print(f"  {'last error:':<10} {last}")
+            say(f"  {'last error:':<10} {last}")
     return 0
 
 
@@ -246,7 +257,7 @@ def cli_order(args: argparse.Namespace) -> int:
         )
         return 0
     if not rows:
-        print(f"{key}: no hook runs (gatewayd hooks list shows what is loaded and why)")
+        say(f"{key}: no hook runs (gatewayd hooks list shows what is loaded and why)")
         return 0
     table = [["#", "HOOK", "PRIORITY", "KIND", "SOURCE", ""]]
     for i, (h, background) in enumerate(rows, 1):
@@ -261,7 +272,7 @@ def cli_order(args: argparse.Namespace) -> int:
             ]
         )
     for line in _table(table):
-        print(line.rstrip())
+        say(line.rstrip())
     return 0
 
 
@@ -286,19 +297,19 @@ def cli_check(args: argparse.Namespace) -> int:
             }
         )
         return 0 if ok else 1
-    print(f"Hooks: {_totals(result)}")
+    say(f"Hooks: {_totals(result)}")
     for problem in result.rejected_roots:
-        print(f"rejected root: {problem}")
+        say(f"rejected root: {problem}")
     for record in attention:
-        print(f"{record.status:<10}  {record.name} ({record.source}, {record.path})")
+        say(f"{record.status:<10}  {record.name} ({record.source}, {record.path})")
         for reason in record.reasons:
-            print(f"    - {reason}")
+            say(f"    - {reason}")
         for warning in record.warnings:
-            print(f"    ! {warning}")
+            say(f"    ! {warning}")
     for note in result.not_hooks:
-        print(f"not a hook  {note}")
+        say(f"not a hook  {note}")
     if not attention:
-        print("all hooks ready")
+        say("all hooks ready")
     return 0 if ok else 1
 
 
@@ -340,12 +351,12 @@ def _set_enabled(args: argparse.Namespace, enabled: bool) -> int:
             }
         )
     elif changed:
-        print(f"{verb} hook {record.name} (hooks.entries.{record.hook_key}.enabled) in {path}")
-        print("a running gatewayd picks this up on its own (or run: gatewayd reload)")
+        say(f"{verb} hook {record.name} (hooks.entries.{record.hook_key}.enabled) in {path}")
+        say("a running gatewayd picks this up on its own (or run: gatewayd reload)")
     else:
-        print(f"hook {record.name} is already {verb} in {path}")
+        say(f"hook {record.name} is already {verb} in {path}")
     for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        say(f"warning: {warning}", file=sys.stderr)
     return 0
 
 

@@ -43,6 +43,7 @@ from gatewayd.hooks.agents import SUBAGENTS_DIR
 from gatewayd.hooks.filescan import scan_files
 from gatewayd.hooks.metadata import MAX_HOOK_MD_BYTES as MAX_MANIFEST
 from gatewayd.hooks.metadata import HookManifest, ManifestCache, ManifestError
+from gatewayd.hooks.names import normalize_name, shown
 from gatewayd.hooks.spec import LoadSpec
 from gatewayd.paths import is_inside
 
@@ -170,12 +171,12 @@ class FoundHook:
     def name(self) -> str:
         """Its name: the manifest's (else the directory's), ``@<qualifier>`` in an agent's
         scoped root."""
-        return self.root.qualify(self.manifest.name if self.manifest else self.path.name)
+        return self.root.qualify(self.manifest.name if self.manifest else _dir_name(self.path))
 
     @property
     def hook_key(self) -> str:
         """Its key in ``hooks.entries``, qualified as its name is."""
-        return self.root.qualify(self.manifest.hook_key if self.manifest else self.path.name)
+        return self.root.qualify(self.manifest.hook_key if self.manifest else _dir_name(self.path))
 
 
 @dataclass(slots=True)
@@ -415,3 +416,9 @@ def discover(spec: LoadSpec, manifests: ManifestCache | None = None) -> Discover
             winner[name] = hook
     manifests.retain_read()
     return Discovery(roots, hooks, rejected, not_hooks)
+
+
+def _dir_name(path: Path) -> str:
+    """The name of a hook whose HOOK.md could not be read: its directory's, normalised and
+    escaped (it may be what made the hook invalid)."""
+    return shown(normalize_name(path.name))

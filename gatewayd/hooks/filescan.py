@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Final
 
 from gatewayd.atomic import NotRegularFile, read_regular
+from gatewayd.hooks.names import SLUG
 
 HOOK_SUFFIXES: Final = (".py", ".ts", ".js", ".mjs")
 """What a single-file hook may be; ``.ts``/``.js``/``.mjs`` run in the Node worker."""
@@ -40,7 +41,6 @@ _MARKER: Final = {
     ".js": re.compile(rb"\bdefineHook\s*\("),
     ".mjs": re.compile(rb"\bdefineHook\s*\("),
 }
-_SEGMENT: Final = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 MAX_DEPTH: Final = 8
 MAX_READ: Final = 1 << 20
 MANIFEST_FILES: Final = ("HOOK.md", "HOOK.yaml")
@@ -73,7 +73,7 @@ def _calls_define(path: Path, suffix: str) -> bool | None:
 
 
 def _name_problem(relative: str, name: str) -> str | None:
-    if all(_SEGMENT.match(segment) for segment in name.split("/")):
+    if all(SLUG.fullmatch(segment) for segment in name.split("/")):
         return None
     fixed = "/".join(
         re.sub(r"[^a-z0-9_-]+", "-", segment.lower()).strip("-") or "hook"

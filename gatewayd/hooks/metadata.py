@@ -43,6 +43,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic.alias_generators import to_camel
 
 from gatewayd.atomic import read_regular
+from gatewayd.hooks.names import name_problem, normalize_name
 from gatewayd.hooks.spec import MAX_TIMEOUT_MS
 from gatewayd.hooks.vocabulary import resolve_all
 from gatewayd.yamlio import YamlError, load_yaml
@@ -440,11 +441,12 @@ def parse_manifest(text: str, path: Path, *, source: str | None = None) -> HookM
     notes += _platform_warnings(meta.os, prefix)
     if meta.export is not None and not meta.export.isidentifier():
         errors.append(f"{where}: {prefix}export must be a Python identifier, got {meta.export!r}")
-    name = front.name if front.name is not None else path.parent.name
-    if not name.strip():
-        errors.append(f"{where}: name must be a non-empty string, got {front.name!r}")
-    if meta.hook_key is not None and not meta.hook_key.strip():
-        errors.append(f"{where}: {prefix}hookKey must be a non-empty string, got ''")
+    name = normalize_name(front.name if front.name is not None else path.parent.name)
+    if problem := name_problem(name, "name" if front.name is not None else "directory name"):
+        errors.append(f"{where}: {problem}")
+    hook_key = normalize_name(meta.hook_key) if meta.hook_key is not None else None
+    if hook_key is not None and (problem := name_problem(hook_key, f"{prefix}hookKey")):
+        errors.append(f"{where}: {problem}")
     if errors:
         raise ManifestError(errors)
 
@@ -453,7 +455,7 @@ def parse_manifest(text: str, path: Path, *, source: str | None = None) -> HookM
     return HookManifest(
         path=path,
         name=name,
-        hook_key=meta.hook_key or name,
+        hook_key=hook_key or name,
         description=front.description or "",
         homepage=meta.homepage or front.homepage,
         emoji=meta.emoji,
