@@ -389,7 +389,7 @@ class ControlChannel:
             reply = encode({"id": req_id, "ok": True, **result})
             return reply if session_key is None else Subscribed(reply, session_key)
         if isinstance(result, Commit):
-            return Durable(req_id, result.wait())
+            return Durable(req_id, result)
         return Waited(req_id, result)
 
     async def _finish(self, req_id: Any, dispatch: Dispatch) -> bytes:

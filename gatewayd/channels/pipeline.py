@@ -37,16 +37,17 @@ from gatewayd.channels import Dispatch
 from gatewayd.channels.admission import Conn
 from gatewayd.channels.protocol import LineReader
 from gatewayd.channels.transport import TransportStream
+from gatewayd.journal.base import Commit
 
 MAX_BATCH = 256
 """Replies sent in one write at most."""
 
 
 class Durable(NamedTuple):
-    """``queued``, once ``waiter`` (the event's group commit) is done."""
+    """``queued``, once ``commit`` (the event's group commit) is done."""
 
     req_id: Any
-    waiter: asyncio.Future[None]
+    commit: Commit
 
 
 class Waited(NamedTuple):
@@ -121,9 +122,6 @@ class Pipeline:
         finally:
             for dispatch in self._waiting:
                 dispatch.release()  # never answered: its background handlers still run
-            for item in self._pending:
-                if isinstance(item, Durable):
-                    item.waiter.cancel()
 
     # -- the reader ------------------------------------------------------------------------
 
@@ -189,6 +187,10 @@ class Pipeline:
     async def _write(self) -> str | None:
         pending = self._pending
         batch: list[bytes] = []
+        # The commit the last durable reply waited for: the requests read together share it,
+        # so it is waited for once (a future per commit, not per request).
+        commit: Commit | None = None
+        outcome: BaseException | None = None
         while True:
             if not pending:
                 if batch:
@@ -206,14 +208,16 @@ class Pipeline:
             if type(item) is bytes:
                 data = item
             elif type(item) is Durable:
-                if not item.waiter.done() and batch:
-                    await self._send(batch)  # what is ready goes out before this waits
-                error: BaseException | None = None
-                try:
-                    await item.waiter
-                except Exception as exc:  # the journal's error: not accepted
-                    error = exc
-                data = self._settle(item.req_id, error)
+                if item.commit is not commit:
+                    commit, outcome = item.commit, None
+                    waiter = commit.wait()
+                    if not waiter.done() and batch:
+                        await self._send(batch)  # what is ready goes out before this waits
+                    try:
+                        await waiter
+                    except Exception as exc:  # the journal's error: not accepted
+                        outcome = exc
+                data = self._settle(item.req_id, outcome)
             elif type(item) is Subscribed:
                 pending.popleft()
                 batch.append(item.reply)
