@@ -36,6 +36,7 @@ BENCHMARKS: dict[str, str] = {
     "decisions": "Hooks that decide",
     "nodehooks": "7. JS/TS hooks: the Node worker",
     "journal": "Durable trigger queue",
+    "connect": "One connection at full speed: the journal and the clients",
     "redis": "Redis Streams queue: many instances",
 }
 """Module name -> title, in report order."""

@@ -32,14 +32,14 @@ EVENT = "command:work"
 WARMUP = 50
 
 
-def trigger(n: int) -> dict[str, Any]:
+def trigger(n: int, session: str, event: str) -> dict[str, Any]:
     """The ``n``-th pipelined request."""
-    return {"id": n, "op": "trigger", "event": EVENT, "sessionKey": SESSION, "wait": False}
+    return {"id": n, "op": "trigger", "event": event, "sessionKey": session, "wait": False}
 
 
-def message(n: int) -> dict[str, Any]:
+def message(n: int, session: str) -> dict[str, Any]:
     """The ``n``-th round-trip request."""
-    return {"id": n, "op": "message", "sessionKey": SESSION, "text": "hello"}
+    return {"id": n, "op": "message", "sessionKey": session, "text": "hello"}
 
 
 class Lines:
@@ -65,8 +65,8 @@ def _check(line: bytes, want: int) -> None:
         raise RuntimeError(f"reply {want}: {reply}")
 
 
-def pipeline(path: str, count: int) -> dict[str, Any]:
-    data = b"".join(json.dumps(trigger(n)).encode() + b"\n" for n in range(count))
+def pipeline(path: str, count: int, session: str, event: str) -> dict[str, Any]:
+    data = b"".join(json.dumps(trigger(n, session, event)).encode() + b"\n" for n in range(count))
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.connect(path)
         lines = Lines(sock)
@@ -88,7 +88,7 @@ def pipeline(path: str, count: int) -> dict[str, Any]:
     }
 
 
-def roundtrip(path: str, count: int) -> dict[str, Any]:
+def roundtrip(path: str, count: int, session: str) -> dict[str, Any]:
     times: list[float] = []
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.connect(path)
@@ -96,7 +96,7 @@ def roundtrip(path: str, count: int) -> dict[str, Any]:
         start = perf_counter()
         for n in range(WARMUP + count):
             sent = perf_counter()
-            sock.sendall(json.dumps(message(n)).encode() + b"\n")
+            sock.sendall(json.dumps(message(n, session)).encode() + b"\n")
             _check(lines.read(), n)
             if n >= WARMUP:
                 times.append(perf_counter() - sent)
@@ -116,9 +116,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--socket", required=True)
     parser.add_argument("--mode", choices=["pipeline", "roundtrip"], required=True)
     parser.add_argument("--count", type=int, required=True)
+    parser.add_argument("--session", default=SESSION)
+    parser.add_argument("--event", default=EVENT)
     args = parser.parse_args(argv)
-    run = pipeline if args.mode == "pipeline" else roundtrip
-    sys.stdout.write(json.dumps(run(args.socket, args.count)) + "\n")
+    if args.mode == "pipeline":
+        result = pipeline(args.socket, args.count, args.session, args.event)
+    else:
+        result = roundtrip(args.socket, args.count, args.session)
+    sys.stdout.write(json.dumps(result) + "\n")
 
 
 if __name__ == "__main__":

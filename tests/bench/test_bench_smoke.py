@@ -32,6 +32,7 @@ BENCHMARKS = [
     "decisions",
     "nodehooks",
     "journal",
+    "connect",
     "redis",
 ]
 """The modules ``python -m bench`` runs (``bench.__main__.BENCHMARKS``): one per benchmark of
