@@ -7,13 +7,15 @@ is shaped here, so that every instance of a namespace agrees on it:
 ``<ns>:p:<i>``        partition ``i``'s stream; consumer group ``gatewayd``; one field ``e``;
 ``<ns>:lease:<i>``    the instance owning partition ``i`` (a string with a TTL);
 ``<ns>:instances``    sorted set: live instance -> the wall time (ms) its registration expires;
-``<ns>:reply:<id>``   instance ``id``'s reply stream (answers to events it posted with a ticket);
+``<ns>:reply:<id>``   instance ``id``'s reply stream (answers to events it posted with a ticket;
+                      consumer group ``gatewayd``; field ``r``: one reply or a JSON array);
 ``<ns>:dead``         hash: event id -> dead-letter record (JSON).
 
 An entry's ``e`` field is one JSON object: ``id``, ``type``, ``action``, ``session``, ``ts``
 (event timestamp, epoch seconds), ``posted`` (epoch seconds), ``ctx`` (the event's own context:
 the gateway's ``cfg``/``workspaceDir`` are left out and put back by the reader), and when set
 ``only``, ``chain``, ``trace``, ``reply`` (the posting instance, which waits for the answer).
+``id`` is written first: the poster finds its own event by it without decoding the rest.
 """
 
 from __future__ import annotations
@@ -95,6 +97,15 @@ def encode_event(
     if reply_to is not None:
         record["reply"] = reply_to
     return _encode(record)
+
+
+def peek_id(raw: bytes) -> str | None:
+    """The ``id`` of an ``e`` field :func:`encode_event` wrote (its first key), without decoding
+    the rest; ``None`` for any other form (the caller decodes it whole)."""
+    if raw[:7] != b'{"id":"':
+        return None
+    end = raw.find(b'"', 7)
+    return raw[7:end].decode("ascii", "replace") if end > 0 else None
 
 
 def decode_event(

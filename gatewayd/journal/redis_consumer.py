@@ -1,20 +1,21 @@
-"""The consuming side of the Redis queue: reading owned partitions, takeover, lease rounds.
+"""The consuming side of the Redis queue: reading owned partitions and replies, takeover, leases.
 
 Functions of a :class:`~gatewayd.journal.redis_queue.RedisJournal` (which owns the connection,
-the posting side and the acknowledgements), run as its background tasks:
+and whose outbox does the writing), run as its background tasks:
 
-* :func:`reader`: ``XREADGROUP`` over the owned, resynced partitions, as many entries as the
-  queue's capacity leaves room for; entries go to the lanes through :func:`take`;
+* :func:`reader`: one blocking ``XREADGROUP`` over the owned, resynced partitions (as many
+  entries as the queue's capacity leaves room for) and this instance's reply stream
+  ``<ns>:reply:<instance>`` (answers to its tickets from the instances that dispatched them);
+  entries go to the lanes through :func:`take`, replies to their tickets;
 * :func:`resync`: a partition just gained (or every owned one after a reconnect): its whole
   pending list claimed with ``XAUTOCLAIM`` and dispatched in order before anything new;
 * :func:`maintain` / :func:`lease_round`: every ``leaseMs / 3`` the leases are renewed, free
   partitions taken up to the fair share, surplus ones drained then released, and the status
   snapshot (:func:`refresh`: lag and pending per owned partition) refreshed; acknowledged
-  entries are trimmed;
-* :func:`reply_reader`: answers to this instance's tickets, from ``<ns>:reply:<instance>``.
+  entries and the replies read are trimmed.
 
-Every Redis call may raise the client's connection errors: the loops log the loss once
-(``queue.redis_lost``), retry with backoff and resync when Redis is back.
+Every Redis call may raise the client's connection errors or time out: the loops log the loss
+once (``queue.redis_lost``), retry with backoff and resync when Redis is back.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ from redis import exceptions as rex
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.registry import DispatchReport
 from gatewayd.journal import redis_codec as codec
+from gatewayd.journal import redis_link
 from gatewayd.journal.base import Item, JournalError
+from gatewayd.journal.redis_link import UNREACHABLE
+from gatewayd.journal.redis_outbox import BACKOFF
 from gatewayd.jsonenc import loads
 from gatewayd.tickets import Ticket
 
@@ -41,14 +45,16 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("gatewayd.queue")
 
-UNREACHABLE = (rex.ConnectionError, rex.TimeoutError)
-"""What the client raises when Redis cannot be reached (``BusyLoadingError`` included)."""
 READ_COUNT = 256
-"""Most entries one ``XREADGROUP`` (or ``XAUTOCLAIM`` step) returns."""
+"""Most entries one ``XREADGROUP`` (or ``XAUTOCLAIM`` step) returns per stream."""
 BLOCK_MS = 200
 """How long one read blocks: also how soon a newly ready partition is read."""
-BACKOFF = (0.05, 2.0)
-"""First and longest wait between reconnect attempts (doubling)."""
+FULL_BLOCK_MS = 10
+"""How long a read of the replies alone blocks while the queue has no room for entries (so
+that entries are read again soon after room is made)."""
+REPLY_TTL_MS = 3_600_000
+"""A reply stream whose reader is gone (its instance died) is deleted this long after the
+reader's last lease round."""
 
 
 class RemoteTicket(Ticket):
@@ -68,61 +74,90 @@ class RemoteTicket(Ticket):
             self._journal._reply(self._origin, self.event, report)
 
 
+def _field(fields: Any, name: bytes) -> Any:
+    """A field of an entry as read raw (``[name, value, ...]``) or by the client (a dict);
+    ``None`` for an entry deleted since it was delivered."""
+    if isinstance(fields, list):
+        if len(fields) == 2 and fields[0] == name:  # what gatewayd writes: one field
+            return fields[1]
+        fields = dict(zip(fields[::2], fields[1::2], strict=False))
+    return fields.get(name) if isinstance(fields, dict) else None
+
+
 def take(j: RedisJournal, partition: int, entries: Sequence[tuple[bytes, Any]]) -> None:
     """Hand entries read from ``partition`` to the lanes (the poster's own objects when
     they were posted here)."""
     if not j._delivering:  # draining for shutdown: left pending, the next owner claims them
         return
     items: list[Item] = []
-    held = j._held[partition]
+    held, local = j._held[partition], j._local
     now_wall, now = time.time(), perf_counter()
     for entry_id, fields in entries:
         if entry_id is None or entry_id in held:
             continue
-        raw = fields.get(b"e", b"")
-        try:
-            event, posted, only, reply_to = codec.decode_event(raw, j._base)
-        except (ValueError, KeyError, TypeError) as exc:
-            log.error("queue.bad_entry", partition=partition, entry=entry_id, error=str(exc))
-            j._acks[partition].append(entry_id)
-            continue
+        raw = _field(fields, b"e") or b""
+        # Posted here with a ticket: the poster's own object, the entry left undecoded.
+        mine = local.pop(codec.peek_id(raw) or "", None) if local else None
+        if mine is None:
+            try:
+                event, posted, only, reply_to = codec.decode_event(raw, j._base)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.error("queue.bad_entry", partition=partition, entry=entry_id, error=str(exc))
+                j.outbox.ack(j.streams[partition], entry_id)
+                continue
+            mine = local.pop(event.id, None)  # (written by a gatewayd that put "id" elsewhere)
         j._seq += 1
         j._inflight[j._seq] = (partition, entry_id, raw)
         held.add(entry_id)
-        ticket: Ticket | None = None
-        mine = j._local.pop(event.id, None)
         if mine is not None:
-            event, ticket = mine
-        elif reply_to is not None and reply_to != j.instance:
+            items.append((*mine[:3], j._seq, mine[4]))
+            continue
+        ticket: Ticket | None = None
+        if reply_to is not None and reply_to != j.instance:
             ticket = RemoteTicket(event, j, reply_to)
         items.append((event, ticket, now - max(0.0, now_wall - posted), j._seq, only))
     j.read += len(items)
     if items:
         j._restore(items)
-    if j._acks:
-        j._send_acks()
+
+
+def _streams(reply: Any) -> Any:
+    """``(stream, entries)`` pairs of an ``XREADGROUP`` reply (a map under RESP3, pairs under
+    RESP2, ``None`` when a block ran out)."""
+    if isinstance(reply, dict):
+        return reply.items()
+    return reply or ()
+
+
+def _xreadgroup(j: RedisJournal, count: int, block: int | None, streams: dict[str, str]) -> Any:
+    command: list[Any] = ["XREADGROUP", "GROUP", codec.GROUP, j.instance, "COUNT", count]
+    if block is not None:
+        command += ["BLOCK", block]
+    return (*command, "STREAMS", *streams, *streams.values())
 
 
 async def reader(j: RedisJournal) -> None:
-    assert j.leases is not None
+    """Read the owned partitions and the replies to this instance, one blocking read at a time."""
+    assert j.leases is not None and j._reads is not None
+    link, replies = j._reads, j.keys.reply(j.instance)
     delay = BACKOFF[0]
     while True:
         room = j.capacity - len(j._inflight)
-        readable = [p for p in sorted(j._ready) if j.leases.valid(p)]
-        if not (j._delivering and readable and room > 0):
-            j._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(j._wake.wait(), BLOCK_MS / 1000)
-            continue
+        readable = [p for p in sorted(j._ready) if j.leases.valid(p)] if room > 0 else []
+        if not j._delivering:
+            readable = []
+        streams = {j.keys.stream(p): ">" for p in readable}
+        streams[replies] = ">"
+        block = BLOCK_MS if room > 0 else FULL_BLOCK_MS
         j._reading = frozenset(readable)  # none of these is released while the read runs
         try:
-            got = await j._client.xreadgroup(
-                codec.GROUP,
-                j.instance,
-                {j.keys.stream(p): ">" for p in readable},
-                count=min(room, READ_COUNT),
-                block=BLOCK_MS,
-            )
+            if j._reread_replies:  # delivered as Redis was lost: read again, from the start
+                await reread_replies(j)
+            count = min(room, READ_COUNT) if readable else READ_COUNT
+            command = _xreadgroup(j, count, block, streams)
+            (got,) = await link.execute([command], block / 1000 + redis_link.TIMEOUT_S)
+            if isinstance(got, Exception):
+                raise got
             delay = BACKOFF[0]
         except UNREACHABLE as exc:
             j._down(exc)
@@ -135,7 +170,9 @@ async def reader(j: RedisJournal) -> None:
                 await asyncio.sleep(BACKOFF[1])
                 continue
             log.warning("queue.redis_groups_gone", note="Redis lost its data; recreated")
-            await j._ensure_groups()
+            with contextlib.suppress(TimeoutError, *UNREACHABLE):
+                async with asyncio.timeout(redis_link.TIMEOUT_S):
+                    await j._ensure_groups()
             continue
         except Exception as exc:  # a bug: logged, and the reader goes on
             log.exception("queue.reader_failed", error=f"{type(exc).__name__}: {exc}")
@@ -144,7 +181,10 @@ async def reader(j: RedisJournal) -> None:
         finally:
             j._reading = frozenset()
         j._up()
-        for name, entries in got or ():
+        for name, entries in _streams(got):
+            if name == replies.encode():
+                on_replies(j, entries)
+                continue
             partition = int(name.rsplit(b":", 1)[1])
             if not j._delivering:  # draining for shutdown: left pending, the next owner claims
                 continue
@@ -177,7 +217,7 @@ async def resync(j: RedisJournal, partition: int) -> None:
         )
         entries += got
         for deleted in rest[0] if rest else ():
-            j._acks[partition].append(deleted)
+            j.outbox.ack(stream, deleted)
         if cursor in (b"0-0", "0-0"):
             break
     await forget_consumers(j, stream)
@@ -188,58 +228,63 @@ async def resync(j: RedisJournal, partition: int) -> None:
     take(j, partition, fresh)
 
 
-async def reply_reader(j: RedisJournal) -> None:
-    """Finish the tickets of events posted here and dispatched by another instance."""
-    key = j.keys.reply(j.instance)
-    last: Any = "0-0"
-    delay = BACKOFF[0]
+async def reread_replies(j: RedisJournal) -> None:
+    """Read this instance's pending replies again (delivered to it, not yet acknowledged):
+    those a read that broke with the connection never brought."""
+    assert j._reads is not None
+    after = "0"
     while True:
-        try:
-            got = await j._client.xread({key: last}, count=READ_COUNT, block=1000)
-            delay = BACKOFF[0]
-        except UNREACHABLE as exc:
-            j._down(exc)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, BACKOFF[1])
-            continue
-        except Exception as exc:  # a bug: logged, and the reader goes on
-            log.exception("queue.reply_reader_failed", error=f"{type(exc).__name__}: {exc}")
-            await asyncio.sleep(BACKOFF[1])
-            continue
-        ids = []
-        for _, entries in got or ():
-            for entry_id, fields in entries:
-                last = entry_id
-                ids.append(entry_id)
-                _finish_remote(j, entry_id, fields)
-        if ids:
-            try:
-                await j._client.xdel(key, *ids)
-            except UNREACHABLE as exc:
-                j._down(exc)
+        command = _xreadgroup(j, READ_COUNT, None, {j.keys.reply(j.instance): after})
+        (got,) = await j._reads.execute([command])
+        if isinstance(got, Exception):
+            raise got
+        entries = [e for _, es in _streams(got) for e in es]
+        on_replies(j, [e for e in entries if e[1] is not None])  # None: trimmed, read before
+        if len(entries) < READ_COUNT:
+            break
+        after = entries[-1][0].decode()
+    j._reread_replies = False
 
 
-def _finish_remote(j: RedisJournal, entry_id: bytes, fields: dict[bytes, bytes]) -> None:
-    """Finish the ticket a reply entry answers. An entry no instance wrote (by hand) is logged
-    and skipped: it used to end the reply reader, and no remote reply was read again."""
-    mine = None
+def on_replies(j: RedisJournal, entries: Sequence[tuple[bytes, Any]]) -> None:
+    """Finish the tickets that reply entries answer (events posted here and dispatched by
+    another instance) and acknowledge the entries."""
+    for entry_id, fields in entries:
+        j._replies_read.append(entry_id)
+        _finish_remote(j, entry_id, _field(fields, b"r"))
+
+
+def _finish_remote(j: RedisJournal, entry_id: bytes, raw: Any) -> None:
+    """Finish the tickets a reply entry answers: one reply (a JSON object) or several (an
+    array). One no instance wrote (by hand) is logged and skipped: it used to end the reply
+    reader, and no remote reply was read again."""
     try:
-        record = loads(fields[b"r"])
-        mine = j._local.pop(record["id"], None)
-        if mine is not None:  # else a duplicate, or dispatched here already
-            event, ticket = mine
-            ticket._finish(DispatchReport(*codec.apply_reply(event, record)))
+        if raw is None:
+            raise KeyError("r")
+        records = loads(raw)
+        if not isinstance(records, list):
+            records = [records]
     except (KeyError, TypeError, ValueError) as exc:
         log.error("queue.bad_reply", entry=entry_id, error=f"{type(exc).__name__}: {exc}")
-        if mine is not None:  # its poster is told the reply was lost, not left waiting
-            event, ticket = mine
-            ticket._finish(
-                None,
-                JournalError(
-                    f"the reply to {event.id} from the instance that dispatched it cannot be "
-                    f"read ({type(exc).__name__}: {exc})"
-                ),
-            )
+        return
+    for record in records:
+        mine = None
+        try:
+            mine = j._local.pop(record["id"], None)
+            if mine is not None:  # else a duplicate, or dispatched here already
+                event, ticket = mine[0], mine[1]
+                ticket._finish(DispatchReport(*codec.apply_reply(event, record)))
+        except (KeyError, TypeError, ValueError) as exc:
+            log.error("queue.bad_reply", entry=entry_id, error=f"{type(exc).__name__}: {exc}")
+            if mine is not None:  # its poster is told the reply was lost, not left waiting
+                event, ticket = mine[0], mine[1]
+                ticket._finish(
+                    None,
+                    JournalError(
+                        f"the reply to {event.id} from the instance that dispatched it cannot "
+                        f"be read ({type(exc).__name__}: {exc})"
+                    ),
+                )
 
 
 def _text(value: Any) -> str:
@@ -275,11 +320,15 @@ async def lease_round(j: RedisJournal) -> None:
     for partition in surplus:  # stop reading; give it back once its events are done
         j._ready.discard(partition)
         j._draining.add(partition)
-    quiet = not j._acking  # an acknowledgement on its way must land before the hand-over
+    # What was dispatched of a partition is acknowledged before its hand-over.
+    unsettled = {p for p in j._draining if j.outbox.unsettled(j.keys.stream(p))}
+    if unsettled:
+        j.outbox.flush_marks()
+    quiet = not j.outbox.sending  # a batch on its way may carry the last acknowledgements
     done = [
         p
         for p in j._draining
-        if quiet and not j._held[p] and p not in j._acks and p not in j._reading
+        if quiet and not j._held[p] and p not in unsettled and p not in j._reading
     ]
     if done:
         await leases.release(done)
@@ -293,9 +342,7 @@ async def lease_round(j: RedisJournal) -> None:
         j._ready.add(partition)
     if gained:
         log.info("queue.partitions_acquired", partitions=sorted(gained), fair=leases.fair)
-        j._wake.set()
     await refresh(j)
-    j._send_acks()
 
 
 async def maintain(j: RedisJournal) -> None:
@@ -305,9 +352,14 @@ async def maintain(j: RedisJournal) -> None:
     while True:
         await asyncio.sleep(interval if j.connected else delay)
         try:
-            await lease_round(j)
+            async with asyncio.timeout(redis_link.TIMEOUT_S):
+                await lease_round(j)
             delay = BACKOFF[0]
-        except UNREACHABLE as exc:
+        except (TimeoutError, *UNREACHABLE) as exc:
+            if isinstance(exc, TimeoutError):
+                exc = rex.TimeoutError(
+                    f"Redis did not answer a lease round within {redis_link.TIMEOUT_S:g} s"
+                )
             j._down(exc)
             for partition in j.leases.expire():
                 j._ready.discard(partition)
@@ -319,8 +371,9 @@ async def maintain(j: RedisJournal) -> None:
                 continue
             # Found here when no read was waiting on the stream as it went.
             log.warning("queue.redis_groups_gone", note="a stream or group was gone; recreated")
-            with contextlib.suppress(*UNREACHABLE):
-                await j._ensure_groups()
+            with contextlib.suppress(TimeoutError, *UNREACHABLE):
+                async with asyncio.timeout(redis_link.TIMEOUT_S):
+                    await j._ensure_groups()
         except Exception as exc:  # a bug: logged, and the leases are still renewed
             log.exception("queue.lease_round_failed", error=f"{type(exc).__name__}: {exc}")
 
@@ -355,5 +408,17 @@ async def refresh(j: RedisJournal) -> None:
             ms, _, n = (low.decode() if isinstance(low, bytes) else low).partition("-")
             minid = low if pending["min"] else f"{ms}-{int(n) + 1}"
             trim.xtrim(j.keys.stream(partition), minid=minid, approximate=True)
+    replies, read = j.keys.reply(j.instance), list(j._replies_read)
+    trim.pexpire(replies, REPLY_TTL_MS)  # kept while this instance reads it
+    if read:  # the replies read are acknowledged and gone from the stream
+        trim.xack(replies, codec.GROUP, *read)
+        ms, _, n = max(read, key=_id_key).decode().partition("-")
+        trim.xtrim(replies, minid=f"{ms}-{int(n) + 1}", approximate=False)
     await trim.execute()
+    del j._replies_read[: len(read)]
     j._snapshot = snapshot
+
+
+def _id_key(entry_id: bytes) -> tuple[int, int]:
+    ms, _, n = entry_id.partition(b"-")
+    return int(ms), int(n)

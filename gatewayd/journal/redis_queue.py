@@ -1,29 +1,27 @@
 """The Redis Streams backend (``gateway.queue.backend: redis``): one queue shared by instances.
 
-Every instance posts to and dispatches from the same Redis (docs/design.md section 8, "Many
-instances"). A session's events go to one partition stream (:mod:`.redis_codec`); a partition is
-read by the one instance holding its lease (:mod:`.redis_leases`), through the consumer group
-``gatewayd``, so a session's events are dispatched by one instance at a time, in stream order.
+Every instance posts to and dispatches from the same Redis (docs/design.md section 8.1). A
+session's events go to one partition stream (:mod:`.redis_codec`); a partition is read by the one
+instance holding its lease (:mod:`.redis_leases`), through the consumer group ``gatewayd``, so a
+session's events are dispatched by one instance at a time, in stream order.
 
-Posting: events appended in one loop turn are sent as one pipeline of ``XADD`` (one batch in
-flight at a time, so one instance's posts keep their order); the posters wake once Redis has
-them and their queue slots are handed off (another instance may dispatch them). An event posted
-with a ticket (its poster waits for the reply) is kept here by id: when this instance reads it
-back it dispatches the poster's own object; when another instance does, that one sends the
-reply to ``<ns>:reply:<poster>`` and this instance's reply reader finishes the ticket.
+Posting, replies and acknowledgements go through the instance's outbox (:mod:`.redis_outbox`):
+one batch in flight at a time, each batch one write. An event posted with a ticket (its poster
+waits for the reply) is kept here by id: when this instance reads it back it dispatches the
+poster's own object and the reply never leaves the process; when another instance does, that one
+sends the reply to ``<ns>:reply:<poster>``, which this instance reads with its partitions.
 
-Consuming: one reader task ``XREADGROUP``\\s the owned, ready partitions (as many entries as
-``gateway.queue.capacity`` leaves room for) and hands them to the queue's lanes. ``done`` and
-``dead`` are acknowledged (``XACK``) in pipelined batches; acknowledged entries are trimmed
-(``XTRIM MINID``). A partition this instance gains is first *resynced*: its whole pending list
-(a dead owner's entries, or this instance's own after a reconnect) is claimed with
-``XAUTOCLAIM`` and dispatched in order, before new entries are read.
+Consuming (:mod:`.redis_consumer`): one reader task ``XREADGROUP``\\s the owned, ready partitions
+and this instance's reply stream in one blocking read and hands the entries to the queue's lanes;
+a partition this instance gains is first *resynced*: its whole pending list (a dead owner's
+entries, or this instance's own after a reconnect) is claimed with ``XAUTOCLAIM`` and dispatched
+in order, before new entries are read.
 
-Redis lost while running: producers wait up to ``gateway.queue.redis.waitMs`` (then get
-``queue_unavailable``), the reader and the lease task retry with backoff (logged once as
-``queue.redis_lost``, then ``queue.redis_back``), acknowledgements and replies are kept and sent
-on reconnect, and every owned partition is resynced. ``status`` keeps serving from the last
-snapshot.
+Timeouts are per batch (:mod:`.redis_link`), not per command. Redis lost while running: producers
+wait up to ``gateway.queue.redis.waitMs`` (then get ``queue_unavailable``), the reader and the
+lease task retry with backoff (logged once as ``queue.redis_lost``, then ``queue.redis_back``),
+replies and marks are kept and sent once it is back, and every owned partition is resynced.
+``status`` keeps serving from the last snapshot.
 """
 
 from __future__ import annotations
@@ -49,20 +47,20 @@ from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.registry import DispatchReport
 from gatewayd.journal import redis_codec as codec
 from gatewayd.journal import redis_consumer as consumer
+from gatewayd.journal import redis_link
 from gatewayd.journal.base import (
     Commit,
     DeadLetter,
     Item,
     Journal,
     JournalError,
-    JournalFull,
     QueueUnavailable,
 )
-from gatewayd.journal.redis_consumer import BACKOFF, UNREACHABLE
 from gatewayd.journal.redis_inspect import query_dead
 from gatewayd.journal.redis_leases import Leases
+from gatewayd.journal.redis_link import UNREACHABLE, Link
+from gatewayd.journal.redis_outbox import Outbox
 from gatewayd.jsonenc import loads
-from gatewayd.tickets import Ticket
 
 if TYPE_CHECKING:
     from gatewayd.config import RedisQueueConfig
@@ -70,11 +68,6 @@ if TYPE_CHECKING:
 __all__ = ["RedisJournal"]
 
 log = structlog.get_logger("gatewayd.queue")
-
-REPLY_MAXLEN = 10_000
-"""Entries a reply stream keeps at most (its reader deletes what it read)."""
-REPLY_TTL_S = 3600
-"""A reply stream nobody reads (its instance died) is deleted this long after its last reply."""
 
 
 def _redis_url(url: str) -> tuple[str, str | None]:
@@ -111,27 +104,28 @@ class RedisJournal(Journal):
         self.leases: Leases | None = None
         self._n = 0
         self._seq = 0
-        self._batch: list[Item] = []
-        self._commit: Commit | None = None
-        self._busy = False
-        self._local: dict[str, tuple[HookEvent, Ticket]] = {}
+        self.outbox = Outbox(self)
+        self._reads: Link | None = None
+        """The reader's connection (the outbox has its own)."""
+        self._local: dict[str, Item] = {}
         """Events posted here with a ticket, by id, until dispatched (here or elsewhere)."""
+        self.streams = [self.keys.stream(p) for p in range(self.partitions)]
+        """The partition streams' keys, by partition."""
         self._inflight: dict[int, tuple[int, bytes, bytes]] = {}
         """seq -> (partition, entry id, raw entry) of every item handed to the lanes, not done."""
         self._held: defaultdict[int, set[bytes]] = defaultdict(set)
-        self._acks: defaultdict[int, list[bytes]] = defaultdict(list)
-        self._replies: list[tuple[str, str]] = []
-        self._expiry: dict[str, float] = {}
-        """Origin -> when its reply stream's TTL is set again (once a minute, not per reply)."""
-        self._dead_out: list[tuple[str, str]] = []
-        self._acking = False
+        self._replies_read: list[bytes] = []
+        """Reply entries read since the last lease round, which acknowledges them and trims
+        them from the stream (one ``XACK`` a round, not one per batch of replies)."""
+        self._reread_replies = False
+        """Redis was lost: reply entries delivered meanwhile are read again from the pending
+        list before new ones."""
         self._ready: set[int] = set()
         """Owned partitions resynced and being read."""
         self._draining: set[int] = set()
         self._reading: frozenset[int] = frozenset()
         """The partitions of the ``XREADGROUP`` under way (kept until it returned)."""
         self._stranded: set[int] = set()
-        self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._delivering = True
         self.connected = False
@@ -147,9 +141,11 @@ class RedisJournal(Journal):
     # -- connection ---------------------------------------------------------------------------
 
     async def open(self) -> list[Item]:
+        # No socket_timeout (the client's default is 5 s): with one it wraps every write in
+        # asyncio.wait_for (a task per command); every batch has a timeout of its own instead.
         options: dict[str, Any] = {
+            "socket_timeout": None,
             "socket_connect_timeout": 2.0,
-            "socket_timeout": 5.0,
             "retry": Retry(NoBackoff(), 0),
         }
         if self._password:
@@ -162,14 +158,22 @@ class RedisJournal(Journal):
                 "redis://host:port/db, rediss://... or unix:///path/redis.sock"
             ) from None
         try:
-            await self._client.ping()
-            await self._check_meta()
-            await self._ensure_groups()
-            self.leases = Leases(
-                self._client, self.keys, self.instance, self.partitions, self.settings.lease_ms
-            )
-            self._up()
-            await consumer.lease_round(self)  # take a share now: status shows it at once
+            async with asyncio.timeout(redis_link.TIMEOUT_S):
+                await self._client.ping()
+                await self._check_meta()
+                await self._ensure_groups()
+                self.leases = Leases(
+                    self._client, self.keys, self.instance, self.partitions, self.settings.lease_ms
+                )
+                self.outbox.link, self._reads = Link(self._client), Link(self._client)
+                self._up()
+                await consumer.lease_round(self)  # take a share now: status shows it at once
+        except TimeoutError:
+            await self._drop_client()
+            raise QueueUnavailable(
+                f"Redis at {self.url} did not answer within {redis_link.TIMEOUT_S:g} s; check "
+                "that redis-server there is running (not stopped or busy loading its data)"
+            ) from None
         except (OSError, rex.ConnectionError, rex.TimeoutError) as exc:
             await self._drop_client()
             raise QueueUnavailable(
@@ -185,7 +189,7 @@ class RedisJournal(Journal):
         except JournalError:
             await self._drop_client()
             raise
-        for coro in (consumer.maintain(self), consumer.reader(self), consumer.reply_reader(self)):
+        for coro in (consumer.maintain(self), consumer.reader(self)):
             self._spawn(coro)
         log.info(
             "queue.redis_open",
@@ -225,9 +229,11 @@ class RedisJournal(Journal):
             )
 
     async def _ensure_groups(self) -> None:
+        """The consumer group of every partition stream and of this instance's reply stream."""
         pipe = self._client.pipeline(transaction=False)
         for partition in range(self.partitions):
             pipe.xgroup_create(self.keys.stream(partition), codec.GROUP, id="0", mkstream=True)
+        pipe.xgroup_create(self.keys.reply(self.instance), codec.GROUP, id="0", mkstream=True)
         for result in await pipe.execute(raise_on_error=False):
             if isinstance(result, Exception) and "BUSYGROUP" not in str(result):
                 raise result
@@ -255,7 +261,9 @@ class RedisJournal(Journal):
         )
 
     def _up(self) -> None:
-        if not self.connected and self.lost_since is not None:
+        if self.connected:
+            return
+        if self.lost_since is not None:
             self.reconnects += 1
             log.info(
                 "queue.redis_back",
@@ -264,6 +272,7 @@ class RedisJournal(Journal):
             )
         self.connected = True
         self.lost_since = None
+        self.outbox.wake()
 
     def _down(self, exc: BaseException) -> None:
         if self.connected or self.lost_since is None:
@@ -277,6 +286,7 @@ class RedisJournal(Journal):
             self.lost_since = time.monotonic()
         self.connected = False
         self._ready.clear()  # back: every owned partition is resynced before it is read
+        self._reread_replies = True
 
     # -- posting ------------------------------------------------------------------------------
 
@@ -291,88 +301,10 @@ class RedisJournal(Journal):
         if event.type == "gateway":  # lifecycle events stay with the instance they concern
             self._deliver([(event, ticket, posted, 0, only)])
             return None
-        self._batch.append((event, ticket, posted, 0, only))
+        item = (event, ticket, posted, 0, only)
         if ticket is not None:
-            self._local[event.id] = (event, ticket)
-        commit = self._commit
-        if commit is None:
-            commit = self._commit = Commit()
-        if not self._busy:
-            self._busy = True
-            asyncio.get_running_loop().call_soon(self._flush)
-        return commit
-
-    def _flush(self) -> None:
-        batch, commit = self._batch, self._commit
-        self._batch, self._commit = [], None
-        if not batch or commit is None:
-            self._busy = False
-            return
-        self._spawn(self._write(batch, commit))
-
-    async def _write(self, batch: list[Item], commit: Commit) -> None:
-        """Send one batch (retrying while Redis is unreachable, up to ``waitMs``)."""
-        error: JournalError | None = None
-        base = self._base()
-        try:
-            rows = [
-                (
-                    codec.partition_of(item[0].session_key, self.partitions),
-                    codec.encode_event(
-                        item[0], base, item[4], self.instance if item[1] is not None else None
-                    ),
-                )
-                for item in batch
-            ]
-        except (TypeError, ValueError) as exc:
-            rows, error = [], JournalError(f"the event cannot be recorded: {exc}")
-        deadline = time.monotonic() + self.settings.wait_ms / 1000
-        delay = BACKOFF[0]
-        while error is None:
-            try:
-                pipe = self._client.pipeline(transaction=False)
-                for partition, raw in rows:
-                    pipe.xadd(self.keys.stream(partition), {"e": raw})
-                await pipe.execute()
-                self._up()
-                break
-            except UNREACHABLE as exc:
-                self._down(exc)
-                if time.monotonic() >= deadline:
-                    error = QueueUnavailable(
-                        f"Redis at {self.url} has been unreachable for "
-                        f"{self.settings.wait_ms} ms (gateway.queue.redis.waitMs): event not "
-                        "accepted; post again once it is back"
-                    )
-                    break
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, BACKOFF[1])
-            except rex.ResponseError as exc:
-                # Redis's "OOM ..." answer: the client raises it without the prefix.
-                full = isinstance(exc, rex.OutOfMemoryError)
-                log.error("queue.redis_refused", error=str(exc), events=len(rows))
-                error = (JournalFull if full else JournalError)(
-                    f"Redis at {self.url} refused the event ({exc})"
-                    + ("; free memory there or raise its maxmemory" if full else "")
-                )
-            except Exception as exc:  # a bug: the posters hear of it, the queue goes on
-                log.exception("queue.redis_write_failed", error=f"{type(exc).__name__}: {exc}")
-                error = JournalError(f"the event could not be sent to Redis: {exc}")
-        if error is None:
-            self.posted += len(batch)
-            self._hand_off(batch)
-        else:
-            self.refused += len(batch)
-            for item in batch:
-                self._local.pop(item[0].id, None)
-            self._reject(batch, error)
-        commit.finish(error)
-        if self._batch:
-            self._flush()
-        else:
-            self._busy = False
-
-    # -- consuming ----------------------------------------------------------------------------
+            self._local[event.id] = item
+        return self.outbox.post(item)
 
     # -- acknowledging and replying -----------------------------------------------------------
 
@@ -382,73 +314,37 @@ class RedisJournal(Journal):
             return
         partition, entry_id, _ = entry
         self._held[partition].discard(entry_id)
-        self._acks[partition].append(entry_id)
-        self._send_acks()
-        self._wake.set()
+        # A partition being handed over waits for its acknowledgements: they go at once.
+        self.outbox.ack(self.streams[partition], entry_id, partition in self._draining)
 
     def dead(self, event: HookEvent, seq: int, letters: Sequence[DeadLetter]) -> None:
-        entry = self._inflight.get(seq)
-        if entry is not None:
-            raw = entry[2].decode("utf-8", "surrogatepass")
-            self._dead_out.append((event.id, codec.dead_record(event, list(letters), raw)))
-            self._dead_letters += 1
-        self.done(seq)
+        entry = self._inflight.pop(seq, None)
+        if entry is None:
+            return
+        partition, entry_id, raw = entry
+        self._held[partition].discard(entry_id)
+        record = codec.dead_record(event, list(letters), raw.decode("utf-8", "surrogatepass"))
+        self.outbox.dead_letter((self.streams[partition], entry_id, event.id, record))
+        self._dead_letters += 1
 
     def _reply(self, origin: str, event: HookEvent, report: DispatchReport) -> None:
         raw = codec.encode_reply(event, (report[0], report[1], report[2]), self._base())
-        self._replies.append((origin, raw))
-        self._send_acks()
-
-    def _send_acks(self) -> None:
-        if not self._acking and (self._acks or self._replies or self._dead_out):
-            self._acking = True
-            self._spawn(self._ack_batch())
-
-    async def _ack_batch(self) -> None:
-        """One pipeline of acks, replies and dead letters; kept for later if Redis is gone."""
-        await asyncio.sleep(0)  # what this loop turn adds rides along
-        acks, replies, dead = self._acks, self._replies, self._dead_out
-        self._acks, self._replies, self._dead_out = defaultdict(list), [], []
-        try:
-            pipe = self._client.pipeline(transaction=False)
-            for event_id, record in dead:
-                pipe.hset(self.keys.dead, event_id, record)
-            for partition, ids in acks.items():
-                if ids:
-                    pipe.xack(self.keys.stream(partition), codec.GROUP, *ids)
-            for origin, raw in replies:
-                key = self.keys.reply(origin)
-                pipe.xadd(key, {"r": raw}, maxlen=REPLY_MAXLEN, approximate=True)
-            now = time.monotonic()
-            for origin in {origin for origin, _ in replies}:  # a dead poster's stream goes
-                if self._expiry.get(origin, 0.0) < now:
-                    self._expiry[origin] = now + REPLY_TTL_S / 60
-                    pipe.expire(self.keys.reply(origin), REPLY_TTL_S)
-            await pipe.execute()
-        except UNREACHABLE as exc:
-            self._down(exc)
-            for partition, ids in acks.items():
-                self._acks[partition][:0] = ids
-            self._replies[:0] = replies
-            self._dead_out[:0] = dead
-            self._acking = False
-            return  # the lease task sends them again once Redis is back
-        except Exception as exc:  # refused by Redis (its data lost?): those entries are gone
-            log.exception("queue.redis_ack_failed", error=f"{type(exc).__name__}: {exc}")
-        self._acking = False
-        self._send_acks()
-        self._wake.set()
-
-    # -- leases -------------------------------------------------------------------------------
+        self.outbox.reply(origin, raw)
 
     # -- the rest of the interface ------------------------------------------------------------
 
     def stop_delivery(self) -> None:
         self._delivering = False
-        self._wake.set()
 
     async def query(self, request: dict[str, Any]) -> dict[str, Any]:
-        return await query_dead(self, request)
+        try:
+            async with asyncio.timeout(redis_link.TIMEOUT_S):
+                return await query_dead(self, request)
+        except TimeoutError:
+            raise QueueUnavailable(
+                f"Redis at {self.url} did not answer within {redis_link.TIMEOUT_S:g} s; try "
+                "again once it answers"
+            ) from None
 
     def retry_raw(self, raw: str, only: tuple[str, ...]) -> tuple[int, str]:
         """A dead letter's entry for ``XADD`` again, limited to the hooks that failed."""
@@ -488,14 +384,10 @@ class RedisJournal(Journal):
         }
 
     async def close(self) -> None:
-        """Send what is buffered, give the leases back (the others take over at once)."""
+        """Send what is queued, give the leases back (the others take over at once)."""
         self._delivering = False
-        deadline = time.monotonic() + 5
-        while (self._busy or self._acking or self._acks or self._replies) and (
-            time.monotonic() < deadline and self._client is not None
-        ):
-            self._send_acks()
-            await asyncio.sleep(0.01)
+        if self._client is not None:
+            await self.outbox.drain(5.0)
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -509,4 +401,9 @@ class RedisJournal(Journal):
                     await self._client.delete(self.keys.reply(self.instance))
             except (TimeoutError, rex.ConnectionError, rex.TimeoutError) as exc:
                 log.warning("queue.redis_leave_failed", error=str(exc))
+        for link in (self.outbox.link, self._reads):
+            if link is not None:
+                with contextlib.suppress(TimeoutError, *UNREACHABLE):
+                    async with asyncio.timeout(2):
+                        await link.close()
         await self._drop_client()

@@ -34,19 +34,20 @@ class LapsingLeases:
 
 
 class OneRead:
-    """Returns two entries of the partition once (calling ``meanwhile`` first), then nothing."""
+    """The reader's connection: returns two entries of the partition once (calling
+    ``meanwhile`` first), then nothing."""
 
     def __init__(self, returned: asyncio.Event, meanwhile: Callable[[], None]) -> None:
         self.returned = returned
         self.meanwhile = meanwhile
 
-    async def xreadgroup(self, *args: Any, **kwargs: Any) -> list[Any]:
+    async def execute(self, commands: Any, limit_s: float = 0) -> list[Any]:
         if self.returned.is_set():
             await asyncio.sleep(3600)
         self.meanwhile()
         self.returned.set()
         stream = f"gw:stream:{PARTITION}".encode()
-        return [(stream, [(b"1-0", {b"e": b"{}"}), (b"1-1", {b"e": b"{}"})])]
+        return [{stream: [[b"1-0", [b"e", b"{}"]], [b"1-1", [b"e", b"{}"]]]}]
 
 
 def journal(shutdown_meanwhile: bool, returned: asyncio.Event) -> Any:
@@ -61,10 +62,10 @@ def journal(shutdown_meanwhile: bool, returned: asyncio.Event) -> Any:
         _inflight={},
         _ready={PARTITION},
         _delivering=True,
-        _wake=asyncio.Event(),
         _reading=frozenset(),
-        _client=OneRead(returned, meanwhile),
-        keys=SimpleNamespace(stream=lambda p: f"gw:stream:{p}"),
+        _reads=OneRead(returned, meanwhile),
+        _reread_replies=False,
+        keys=SimpleNamespace(stream=lambda p: f"gw:stream:{p}", reply=lambda i: f"gw:reply:{i}"),
         _up=lambda: None,
         _stranded=set(),
         _held={PARTITION: set()},
