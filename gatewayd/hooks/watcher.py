@@ -405,34 +405,19 @@ class HookWatcher:
         except StopAsyncIteration:
             return
         except OSError as exc:
-            if self._retrying:  # a retry that failed again: wait longer before the next one
-                self._retry_delay = min(self._retry_delay * 2, INOTIFY_RETRY_MAX_S)
-                self._retrying = False
             if "watch limit" in str(exc) or getattr(exc, "errno", None) == 28:
-                log.warning(
+                self._fall_back_to_polling(
                     "watch.limit_reached",
                     error=str(exc),
-                    fallback="polling",
-                    retry_in_s=self._retry_delay,
                     fix="raise fs.inotify.max_user_watches (sysctl; inotify is tried again "
                     "meanwhile) or set hooks.load.poll: true",
                 )
             else:
-                log.warning(
-                    "watch.failed", error=str(exc), fallback="polling", retry_in_s=self._retry_delay
-                )
-            self._force_poll = True
-            self._retry_at = time.monotonic() + self._retry_delay
-            self._request_restart()
+                self._fall_back_to_polling("watch.failed", error=str(exc))
             task_status.started()
         except Exception as exc:  # watchfiles' own error: e.g. a file name that is not UTF-8
             # The batch is lost with it, so reload as if the roots changed, and watch again.
             leaf = _first_error(exc)
-            log.warning(
-                "watch.event_unreadable",
-                error=f"{type(leaf).__name__}: {leaf}",
-                note="reloading in case a hook changed; watching again",
-            )
             if not began:
                 task_status.started()
             self._request_restart()
@@ -441,9 +426,39 @@ class HookWatcher:
             now = await anyio.to_thread.run_sync(snapshot, self._spec.targets)
             before, self._unreadable_seen = self._unreadable_seen, now
             if before is None or diff_snapshots(before, now):
+                log.warning(
+                    "watch.event_unreadable",
+                    error=f"{type(leaf).__name__}: {leaf}",
+                    note="reloading in case a hook changed; watching again",
+                )
                 send.send_nowait(frozenset(paths))
+            else:
+                # Again, nothing changed since: a directory whose name is not UTF-8 fails
+                # every inotify setup under its root at once (watchfiles decodes each path),
+                # for as long as it exists. Poll instead (the snapshot reads any name) and
+                # try inotify again later; said once, not at every attempt.
+                self._fall_back_to_polling(
+                    "watch.polling",
+                    reason=f"{type(leaf).__name__}: {leaf}",
+                    fix="rename or remove what is named in the reason (a name that is not "
+                    "UTF-8); inotify is tried again meanwhile",
+                )
         finally:
             await changes_iter.aclose()
+
+    def _fall_back_to_polling(self, event: str, **fields: str) -> None:
+        """Poll until inotify is tried again (:data:`INOTIFY_RETRY_S`, doubling while it fails
+        again); ``event`` is logged as a warning the first time, at debug after a retry."""
+        again = self._retrying
+        if again:  # a retry that failed again: wait longer before the next one
+            self._retry_delay = min(self._retry_delay * 2, INOTIFY_RETRY_MAX_S)
+            self._retrying = False
+        (log.debug if again else log.warning)(
+            event, fallback="polling", retry_in_s=self._retry_delay, **fields
+        )
+        self._force_poll = True
+        self._retry_at = time.monotonic() + self._retry_delay
+        self._request_restart()
 
     async def _recheck(
         self, spec: WatchSpec, layout: _Layout, send: MemoryObjectSendStream[frozenset[Path]]

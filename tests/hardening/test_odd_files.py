@@ -67,6 +67,34 @@ def test_names_that_are_not_utf8_under_a_watched_root(
     assert daemon.stop() == 0
 
 
+def test_a_directory_name_that_is_not_utf8_is_reported_once_then_polled(
+    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+) -> None:
+    """watchfiles fails every inotify setup under a root holding such a directory, at once: the
+    watcher restarted it in a loop (238 warnings and restarts in 3 s, half a core). It now says
+    so once and polls, and a hook saved meanwhile still loads."""
+    hooks = state_dir / "hooks"
+    write_hook(hooks, "plain")
+    daemon = start_daemon(watch=True)
+    daemon.wait_log("watch.started")
+    os.mkdir(os.fsencode(hooks) + b"/caf\xe9")
+    daemon.wait_log("watch.polling")
+    time.sleep(3)  # a loop would log and restart many times a second
+    warned = daemon.events("watch.event_unreadable") + daemon.events("watch.polling")
+    assert len(warned) <= 2, [w["event"] for w in warned]
+    assert len(daemon.events("watch.started")) <= 4, len(daemon.events("watch.started"))
+    with daemon.control() as control:
+        assert control.ok("status")["status"]["watch"]["mode"] == "poll"
+    write_hook(hooks, "later", events=["command:later"])
+
+    def later_replies() -> bool:
+        with daemon.control() as control:
+            return "later" in control.ok("message", sessionKey="s", text="/later")["messages"]
+
+    wait_until(later_replies, what="a hook saved while polling to load")
+    assert daemon.stop() == 0
+
+
 LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
 )
