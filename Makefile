@@ -99,10 +99,12 @@ test: system-packages lint
 	if [ $$status -ne 0 ]; then echo "make test: failed (exit $$status): see the node --test and pytest reports above" >&2; fi; \
 	exit $$status
 
-bench: $(STAMP)
+bench: $(STAMP) $(NODE_STAMP)
 	# Byte-compile like an installed wheel is, even where PYTHONDONTWRITEBYTECODE is set:
 	# otherwise every daemon start in the benchmarks recompiles the package (~70 ms).
 	$(BIN)/python -m compileall -q gatewayd
+	# The TypeScript client, built: `bench connect` measures it against a raw socket.
+	npm run --silent build -w clients/typescript
 	$(BIN)/python -m bench
 
 lint: $(STAMP)

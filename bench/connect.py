@@ -66,7 +66,8 @@ def typescript_ready() -> str | None:
         return "no node to run the TypeScript driver"
     if not (TYPESCRIPT / "dist" / "index.js").exists():
         return (
-            "the TypeScript client is not built (cd clients/typescript && npm ci && npm run build)"
+            "the TypeScript client is not built (make bench builds it: npm ci, then "
+            "npm run build -w clients/typescript)"
         )
     return None
 

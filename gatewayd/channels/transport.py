@@ -6,7 +6,7 @@ socket when it is readable and hands the bytes to :class:`TransportStream`, and 
 written at once by the loop. anyio's socket stream, by contrast, registers and removes a reader
 with the loop for every ``receive()`` and yields to the loop before every ``receive()`` and
 ``send()``: the minimal reference daemon spends 17-22 us of CPU per request on a transport
-against 35-48 us on anyio's stream (same run, bench/NOTES.md, issue 18, session 6).
+against 35-48 us on anyio's stream (measured in the same run).
 
 It keeps the semantics the channel relies on, those of anyio's stream:
 
