@@ -1,20 +1,23 @@
-"""Hooks that decide, against a real ``gatewayd run``: priority, block and rewrite of inbound
-and outbound messages, the agent runtime's decision events, send-later to a subscribed client,
-the re-entrancy bound and background hooks."""
+"""Hooks that decide, against a real gateway (in-process, over its control socket): priority,
+block and rewrite of inbound and outbound messages, the agent runtime's decision events,
+send-later to a subscribed client, the re-entrancy bound and background hooks."""
 
 from __future__ import annotations
 
 import json
-import socket
 import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.cli import gatewayd
-from tests.support.daemon import Daemon
-from tests.support.fixtures import StartDaemon
+import pytest
+
+from tests.support.cli import gatewayd, off_loop
+from tests.support.control import AsyncControl
+from tests.support.fixtures import StartGateway
 from tests.support.hooks import WriteHook
-from tests.support.state import wait_until
+from tests.support.state import eventually
+
+pytestmark = pytest.mark.anyio
 
 
 def transcript(state: Path) -> list[dict[str, Any]]:
@@ -22,8 +25,8 @@ def transcript(state: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for f in files for line in f.read_text().splitlines() if line]
 
 
-def test_priority_orders_python_command_and_config_overrides(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+async def test_priority_orders_python_command_and_config_overrides(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     hooks = state_dir / "hooks"
     # Load order alone would be a-late, b-cmd, c-first; priorities say otherwise.
@@ -38,14 +41,14 @@ def test_priority_orders_python_command_and_config_overrides(
     )
     write_hook(hooks, "c-first", events=["command:go"], meta={"priority": 10})
     write_hook(hooks, "d-default", events=["command"])  # type-level, default 100
-    daemon = start_daemon({"hooks": {"entries": {"a-late": {"priority": 1}}}})
-    with daemon.control() as ctl:
-        reply = ctl.ok("message", sessionKey="s1", text="/go")
+    daemon = await start_gateway({"hooks": {"entries": {"a-late": {"priority": 1}}}})
+    async with daemon.control() as ctl:
+        reply = await ctl.ok("message", sessionKey="s1", text="/go")
     # hooks.entries.a-late.priority (1) beats its HOOK.md (300).
     assert reply["messages"] == ["a-late", "c-first", "b-cmd", "d-default"]
 
-    order = gatewayd(
-        state_dir, "hooks", "order", "command:go", "--json", env={"PATH": "/usr/bin:/bin"}
+    order = await off_loop(
+        gatewayd, state_dir, "hooks", "order", "command:go", "--json", env={"PATH": "/usr/bin:/bin"}
     )
     assert order.returncode == 0, order.stderr
     listed = [h for h in json.loads(order.stdout)["handlers"] if h["source"] == "managed"]
@@ -77,27 +80,27 @@ async def handler(event):
 """
 
 
-def test_inbound_block_and_rewrite(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+async def test_inbound_block_and_rewrite(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     hooks = state_dir / "hooks"
     write_hook(hooks, "guard", events=["message:received"], handler=BLOCKER, meta={"priority": 1})
     write_hook(hooks, "later", events=["message:received"], handler=LATER)
     write_hook(hooks, "echo", events=["command:echo"], handler=ECHO)
-    daemon = start_daemon()
-    with daemon.control() as ctl:
-        blocked = ctl.ok("message", sessionKey="s1", text="my secret is 42")
+    daemon = await start_gateway()
+    async with daemon.control() as ctl:
+        blocked = await ctl.ok("message", sessionKey="s1", text="my secret is 42")
         assert blocked["messages"] == []
         assert blocked["blocked"] is True and blocked["reason"] == "contains a secret"
-        rewritten = ctl.ok("message", sessionKey="s1", text="/shout hi")
+        rewritten = await ctl.ok("message", sessionKey="s1", text="/shout hi")
     # The rewrite reached the later hook, the command parser and the transcript.
     assert rewritten["command"] == "echo"
     assert rewritten["messages"] == ["later saw /echo HI", "echo HI"]
-    wait_until(lambda: len(transcript(state_dir)) >= 3, what="the transcript")
+    await eventually(lambda: len(transcript(state_dir)) >= 3, what="the transcript")
     users = [r["content"] for r in transcript(state_dir) if r.get("role") == "user"]
     assert users == ["/echo HI"]  # the blocked message is not recorded (hooks.recordBlocked)
-    assert daemon.wait_log("message.blocked")["reason"] == "contains a secret"
-    send = gatewayd(state_dir, "send", "a secret", "--session", "s1")
+    assert (await daemon.wait_log("message.blocked"))["reason"] == "contains a secret"
+    send = await off_loop(gatewayd, state_dir, "send", "a secret", "--session", "s1")
     assert send.returncode == 0 and send.stdout == ""
     assert send.stderr == "blocked: contains a secret\n"
 
@@ -124,19 +127,19 @@ async def handler(event):
 """
 
 
-def test_outbound_rewrite_and_cancel_and_what_message_sent_reports(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+async def test_outbound_rewrite_and_cancel_and_what_message_sent_reports(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     hooks = state_dir / "hooks"
     write_hook(hooks, "filter", events=["message:sending"], handler=SENDING)
     write_hook(hooks, "sent", events=["message:sent"], handler=SENT_RECORDER)
     write_hook(hooks, "talker", events=["command:talk"], handler=TALKER)
-    daemon = start_daemon()
-    with daemon.control() as ctl:
-        reply = ctl.ok("message", sessionKey="s1", text="/talk")
+    daemon = await start_gateway()
+    async with daemon.control() as ctl:
+        reply = await ctl.ok("message", sessionKey="s1", text="/talk")
     assert reply["messages"] == ["oh d**n", "bye"]
     path = state_dir / "sent.jsonl"
-    wait_until(lambda: path.exists() and len(path.read_text().splitlines()) == 3, what="sent")
+    await eventually(lambda: path.exists() and len(path.read_text().splitlines()) == 3, what="sent")
     sent = [json.loads(line) for line in path.read_text().splitlines()]
     assert sent == [
         {"content": "oh d**n", "success": True, "reason": None},
@@ -183,8 +186,8 @@ async def handler(event):
 """
 
 
-def test_decision_events_merge_results_in_priority_order(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+async def test_decision_events_merge_results_in_priority_order(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     hooks = state_dir / "hooks"
     write_hook(
@@ -213,21 +216,21 @@ def test_decision_events_merge_results_in_priority_order(
             handler=PREPEND.format(text=text),
             meta={"priority": prio},
         )
-    daemon = start_daemon()
-    with daemon.control() as ctl:
-        allowed = ctl.ok(
+    daemon = await start_gateway()
+    async with daemon.control() as ctl:
+        allowed = await ctl.ok(
             "trigger",
             event="agent:before_tool_call",
             sessionKey="agent:main:main",
             context={"toolName": "ls", "params": {"path": "/"}},
         )
-        blocked = ctl.ok(
+        blocked = await ctl.ok(
             "trigger",
             event="agent:before_tool_call",
             sessionKey="agent:main:main",
             context={"toolName": "rm", "params": {"path": "/"}},
         )
-        start = ctl.ok(
+        start = await ctl.ok(
             "trigger",
             event="agent:before_start",
             sessionKey="agent:main:main",
@@ -240,21 +243,23 @@ def test_decision_events_merge_results_in_priority_order(
     assert blocked["result"] == {"block": True, "reason": "rm is not allowed"}
     # prependContext is joined in priority order.
     assert start["result"] == {"prependContext": "be brief\n\nmemory says hi"}
-    assert daemon.wait_log("hook.block")["hook"] == "guard"
+    assert (await daemon.wait_log("hook.block"))["hook"] == "guard"
 
 
-def test_decision_event_deadline_returns_the_result_so_far(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+async def test_decision_event_deadline_returns_the_result_so_far(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     hooks = state_dir / "hooks"
     write_hook(hooks, "params", events=["agent:before_tool_call"], handler=TOOL_PARAMS)
     write_hook(
         hooks, "slow", events=["agent:before_tool_call"], handler=SLOW, meta={"priority": 500}
     )
-    daemon = start_daemon({"hooks": {"decisionTimeoutMs": 300}})
+    # drainTimeoutMs: the stop at the end does not wait for the slow hook's 30 s.
+    config = {"hooks": {"decisionTimeoutMs": 300}, "gateway": {"drainTimeoutMs": 200}}
+    daemon = await start_gateway(config)
     began = time.monotonic()
-    with daemon.control() as ctl:
-        reply = ctl.ok(
+    async with daemon.control() as ctl:
+        reply = await ctl.ok(
             "trigger",
             event="agent:before_tool_call",
             sessionKey="agent:main:main",
@@ -264,7 +269,7 @@ def test_decision_event_deadline_returns_the_result_so_far(
         assert reply["timedOut"] is True
         assert reply["result"] == {"params": {"safe": True}}
         # The daemon still answers.
-        assert ctl.ok("ping")["pong"] is True
+        assert (await ctl.ok("ping"))["pong"] is True
 
 
 SENDER = """
@@ -275,41 +280,37 @@ async def handler(event, ctx):
 """
 
 
-def read_stream(sock: socket.socket, n: int, timeout: float = 30) -> list[dict[str, Any]]:
-    sock.settimeout(timeout)
-    data = b""
-    while data.count(b"\n") < n:
-        chunk = sock.recv(65536)
-        assert chunk, f"stream closed after {data!r}"
-        data += chunk
-    return [json.loads(line) for line in data.splitlines()[:n]]
+async def read_stream(sub: AsyncControl, n: int) -> list[dict[str, Any]]:
+    """The next ``n`` lines the subscriber reads (each bounded by its 60 s timeout)."""
+    lines = [await sub.read() for _ in range(n)]
+    assert all(line is not None for line in lines), f"stream closed after {lines}"
+    return [line for line in lines if line is not None]
 
 
-def test_send_later_reaches_a_subscribed_client_in_order(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+async def test_send_later_reaches_a_subscribed_client_in_order(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     hooks = state_dir / "hooks"
     write_hook(hooks, "sender", events=["command:notify"], handler=SENDER)
     write_hook(hooks, "filter", events=["message:sending"], handler=SENDING)
-    daemon = start_daemon()
+    daemon = await start_gateway()
     # Nobody subscribed yet: send() says it was not delivered.
-    with daemon.control() as ctl:
-        assert ctl.ok("message", sessionKey="s2", text="/notify")["messages"] == [
+    async with daemon.control() as ctl:
+        assert (await ctl.ok("message", sessionKey="s2", text="/notify"))["messages"] == [
             f"{i}:False" for i in range(5)
         ]
-    with socket.socket(socket.AF_UNIX) as sub:
-        sub.connect(str(daemon.socket))
-        sub.sendall(b'{"id": 1, "op": "subscribe", "sessionKey": "agent:main:chat"}\n')
-        (ack,) = read_stream(sub, 1)
+    async with daemon.control() as sub:
+        await sub.send_raw(b'{"id": 1, "op": "subscribe", "sessionKey": "agent:main:chat"}\n')
+        (ack,) = await read_stream(sub, 1)
         assert ack == {"id": 1, "ok": True, "subscribed": "agent:main:chat"}
-        with daemon.control() as ctl:
-            reply = ctl.ok("message", sessionKey="s2", text="/notify")
+        async with daemon.control() as ctl:
+            reply = await ctl.ok("message", sessionKey="s2", text="/notify")
         assert reply["messages"] == [f"{i}:True" for i in range(5)]
-        got = read_stream(sub, 5)
+        got = await read_stream(sub, 5)
     assert [m["content"] for m in got] == [f"update {i}" for i in range(5)]
     assert {m["sessionKey"] for m in got} == {"agent:main:chat"}
-    with daemon.control() as ctl:  # the subscriber left: the daemon carries on
-        assert ctl.ok("ping")["pong"] is True
+    async with daemon.control() as ctl:  # the subscriber left: the daemon carries on
+        assert (await ctl.ok("ping"))["pong"] is True
 
 
 AGAIN = """
@@ -326,28 +327,28 @@ async def handler(event, ctx):
 """
 
 
-def test_reentrancy_is_bounded_and_self_wait_is_an_error(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+async def test_reentrancy_is_bounded_and_self_wait_is_an_error(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     hooks = state_dir / "hooks"
     write_hook(hooks, "again", events=["command:again"], handler=AGAIN)
     write_hook(hooks, "selfwait", events=["command:selfwait"], handler=SELF_WAIT)
-    daemon = start_daemon({"hooks": {"maxDepth": 4}})
-    with daemon.control() as ctl:
-        ctl.ok("message", sessionKey="r", text="/again go")
-        line = daemon.wait_log("hook.error", timeout=30)
+    daemon = await start_gateway({"hooks": {"maxDepth": 4}})
+    async with daemon.control() as ctl:
+        await ctl.ok("message", sessionKey="r", text="/again go")
+        line = await daemon.wait_log("hook.error", timeout=30)
         assert "hooks.maxDepth (4) reached" in line["error"]
         assert "command:again -> command:again" in line["error"]
         # A handler waiting on its own session: an error naming the fix, not a deadlock.
         began = time.monotonic()
-        assert ctl.ok("message", sessionKey="w", text="/selfwait")["messages"] == []
+        assert (await ctl.ok("message", sessionKey="w", text="/selfwait"))["messages"] == []
         assert time.monotonic() - began < 20
     # (waited for: the log line may still be on its way through the daemon's stderr)
-    assert "pass wait=False" in daemon.wait_log("hook.error", hook="selfwait")["error"]
+    assert "pass wait=False" in (await daemon.wait_log("hook.error", hook="selfwait"))["error"]
     sessions = (state_dir / "again.log").read_text().split()
     assert len(sessions) == 4  # the chain stopped at the configured depth
-    with daemon.control() as ctl:
-        assert ctl.ok("ping")["pong"] is True
+    async with daemon.control() as ctl:
+        assert (await ctl.ok("ping"))["pong"] is True
 
 
 BACKGROUND = """
@@ -359,20 +360,20 @@ async def handler(event):
 """
 
 
-def test_a_background_hook_does_not_delay_the_reply(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+async def test_a_background_hook_does_not_delay_the_reply(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     hooks = state_dir / "hooks"
     write_hook(
         hooks, "heavy", events=["command:new"], handler=BACKGROUND, meta={"background": True}
     )
-    daemon: Daemon = start_daemon()
-    with daemon.control() as ctl:
-        reply = ctl.ok("message", sessionKey="bg", text="/new")
+    daemon = await start_gateway()
+    async with daemon.control() as ctl:
+        reply = await ctl.ok("message", sessionKey="bg", text="/new")
         replied = time.time()
         assert reply["command"] == "new"
     log = state_dir / "bg.log"
-    wait_until(log.exists, what="the background hook")
+    await eventually(log.exists, what="the background hook")
     key, finished = log.read_text().split()
     assert key == "command:new"
     # It finished after the reply was sent: the reply did not wait for its 1.5 s sleep.

@@ -126,11 +126,14 @@ class InProcess:
         raise AssertionError(f"no log event {event}")
 
     async def wait_log(
-        self, event: str, within_s: float = START_TIMEOUT_S, **match: Any
+        self,
+        event: str,
+        timeout: float = START_TIMEOUT_S,  # noqa: ASYNC109 - Daemon.wait_log's arguments
+        **match: Any,
     ) -> dict[str, Any]:
         """The first record named ``event`` whose fields include ``match``, once logged (a
         bound against a hang, never a threshold)."""
-        with anyio.move_on_after(within_s):
+        with anyio.move_on_after(timeout):
             while True:
                 for record in self.logs:
                     if record.get("event") == event and all(
