@@ -1,4 +1,5 @@
-"""Live reload against a real ``gatewayd run``: what users do to their hooks and config, and
+"""Live reload against a real gateway (in-process, over its control socket; a ``gatewayd run``
+process for a signal and a lowered inotify limit): what users do to their hooks and config, and
 what the next message answers. Waits are generous bounds ("it happened"), never thresholds."""
 
 from __future__ import annotations
@@ -14,16 +15,20 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 import yaml
 
-from tests.support.cli import RunCli
+from tests.support.cli import RunCli, off_loop
+from tests.support.control import Control
 from tests.support.daemon import Daemon
-from tests.support.fixtures import StartDaemon
+from tests.support.fixtures import StartDaemon, StartGateway
 from tests.support.hooks import WriteHook
-from tests.support.state import wait_until, write_config
+from tests.support.inprocess import InProcess
+from tests.support.state import eventually, eventually_async, wait_until, write_config
 
 HELLO = "/hello"
+anyio_test = pytest.mark.anyio
 
 
 def greet_source(version: str, *, delay: float = 0) -> str:
@@ -43,16 +48,37 @@ def add_greet(write_hook: WriteHook) -> Any:
     return add
 
 
-def answer(daemon: Daemon, text: str = HELLO, session: str = "s1") -> list[str]:
+async def answer(daemon: InProcess, text: str = HELLO, session: str = "s1") -> list[str]:
+    async with daemon.control() as ctl:
+        return list((await ctl.ok("message", sessionKey=session, text=text))["messages"])
+
+
+async def answers_to(daemon: InProcess, text: str, expected: list[str], what: str) -> None:
+    """Wait until ``text`` is answered with ``expected``."""
+
+    async def answers() -> bool:
+        return await answer(daemon, text) == expected
+
+    await eventually_async(answers, timeout=60, what=what)
+
+
+async def eventually_answers(daemon: InProcess, expected: list[str], what: str = "") -> None:
+    await answers_to(daemon, HELLO, expected, what or f"reply {expected}")
+
+
+async def status(daemon: InProcess) -> dict[str, Any]:
+    async with daemon.control() as ctl:
+        return dict((await ctl.ok("status"))["status"])
+
+
+def answer_now(daemon: Daemon, text: str = HELLO, session: str = "s1") -> list[str]:
+    """:func:`answer` for a ``gatewayd run`` process."""
     with daemon.control() as ctl:
         return list(ctl.ok("message", sessionKey=session, text=text)["messages"])
 
 
-def eventually_answers(daemon: Daemon, expected: list[str], what: str = "") -> None:
-    wait_until(lambda: answer(daemon) == expected, timeout=60, what=what or f"reply {expected}")
-
-
-def status(daemon: Daemon) -> dict[str, Any]:
+def status_now(daemon: Daemon) -> dict[str, Any]:
+    """:func:`status` for a ``gatewayd run`` process."""
     with daemon.control() as ctl:
         return dict(ctl.ok("status")["status"])
 
@@ -64,17 +90,18 @@ def rename_save(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def test_write_and_rename_save_run_the_new_code(
-    add_greet: Any, state_dir: Path, start_daemon: StartDaemon
+@anyio_test
+async def test_write_and_rename_save_run_the_new_code(
+    add_greet: Any, state_dir: Path, start_gateway: StartGateway
 ) -> None:
     hook = add_greet(state_dir / "hooks")
-    daemon = start_daemon(watch=True)
-    assert answer(daemon) == ["v1"]
+    daemon = await start_gateway(watch=True)
+    assert await answer(daemon) == ["v1"]
     (hook / "handler.py").write_text(greet_source("v2"))
-    eventually_answers(daemon, ["v2"])
+    await eventually_answers(daemon, ["v2"])
     rename_save(hook / "handler.py", greet_source("v3"))
-    eventually_answers(daemon, ["v3"])
-    st = status(daemon)
+    await eventually_answers(daemon, ["v3"])
+    st = await status(daemon)
     assert st["reloads"] >= 2
     assert st["last_reload"]["trigger"] == "watch"
     assert st["last_reload"]["result"] == "ok"
@@ -82,70 +109,70 @@ def test_write_and_rename_save_run_the_new_code(
     assert st["watch"]["mode"] == "inotify"
 
 
-def test_root_created_after_start_deleted_and_recreated(
-    add_greet: Any, state_dir: Path, start_daemon: StartDaemon
+@anyio_test
+async def test_root_created_after_start_deleted_and_recreated(
+    add_greet: Any, state_dir: Path, start_gateway: StartGateway
 ) -> None:
     managed = state_dir / "hooks"
     assert not managed.exists()
-    daemon = start_daemon(watch=True)
-    assert answer(daemon) == []
+    daemon = await start_gateway(watch=True)
+    assert await answer(daemon) == []
     add_greet(managed)  # creates ~/.eliza/hooks after the daemon started
-    eventually_answers(daemon, ["v1"], "a hook in a root created after start")
+    await eventually_answers(daemon, ["v1"], "a hook in a root created after start")
     shutil.rmtree(managed)
-    eventually_answers(daemon, [], "the hook gone with its root")
+    await eventually_answers(daemon, [], "the hook gone with its root")
     add_greet(managed, "v2")
-    eventually_answers(daemon, ["v2"], "a hook in the recreated root")
+    await eventually_answers(daemon, ["v2"], "a hook in the recreated root")
     (managed / "greet" / "handler.py").write_text(greet_source("v3"))
-    eventually_answers(daemon, ["v3"], "edits in the recreated root")
+    await eventually_answers(daemon, ["v3"], "edits in the recreated root")
 
 
-def test_hook_dir_renamed_and_symlinked_hooks(
-    add_greet: Any, state_dir: Path, start_daemon: StartDaemon, tmp_path: Path
+@anyio_test
+async def test_hook_dir_renamed_and_symlinked_hooks(
+    add_greet: Any, state_dir: Path, start_gateway: StartGateway, tmp_path: Path
 ) -> None:
     managed = state_dir / "hooks"
     add_greet(managed)
-    daemon = start_daemon(watch=True)
-    assert answer(daemon) == ["v1"]
+    daemon = await start_gateway(watch=True)
+    assert await answer(daemon) == ["v1"]
     (managed / "greet").rename(managed / "greet-renamed")
-    wait_until(
-        lambda: any(h["path"].endswith("greet-renamed") for h in hooks_op(daemon)),
-        timeout=60,
-        what="the renamed directory loaded",
-    )
-    assert answer(daemon) == ["v1"]
+
+    async def renamed() -> bool:
+        return any(h["path"].endswith("greet-renamed") for h in await hooks_op(daemon))
+
+    await eventually_async(renamed, timeout=60, what="the renamed directory loaded")
+    assert await answer(daemon) == ["v1"]
     # A symlink to a hook outside every allowed root is refused, with its reason.
     outside = add_greet(tmp_path, "evil", name="evil")
     (outside / "HOOK.md").write_text(
         (outside / "HOOK.md").read_text().replace("command:hello", "command:evil")
     )
     (managed / "evil").symlink_to(outside, target_is_directory=True)
-    reason = wait_until(
-        lambda: [
-            r
-            for r in status(daemon)["hooks"]["failed"] + status(daemon)["hooks"]["skipped"]
-            if r.startswith("evil")
-        ],
-        timeout=60,
-        what="the escaping symlink reported",
-    )
+
+    async def evil() -> list[str]:
+        hooks = (await status(daemon))["hooks"]
+        return [r for r in hooks["failed"] + hooks["skipped"] if r.startswith("evil")]
+
+    reason = await eventually_async(evil, timeout=60, what="the escaping symlink reported")
     assert "outside" in reason[0] or "symlink" in reason[0], reason
-    assert answer(daemon, "/evil") == []
+    assert await answer(daemon, "/evil") == []
     # A symlink that stays inside the root is an ordinary hook.
     spare = add_greet(managed / ".store", "v-linked", name="linked")
     (spare / "HOOK.md").write_text(
         (spare / "HOOK.md").read_text().replace("command:hello", "command:linked")
     )
     (managed / "linked").symlink_to(spare, target_is_directory=True)
-    wait_until(lambda: answer(daemon, "/linked") == ["v-linked"], timeout=60, what="linked hook")
+    await answers_to(daemon, "/linked", ["v-linked"], "linked hook")
 
 
-def hooks_op(daemon: Daemon) -> list[dict[str, Any]]:
-    with daemon.control() as ctl:
-        return list(ctl.ok("hooks")["hooks"])
+async def hooks_op(daemon: InProcess) -> list[dict[str, Any]]:
+    async with daemon.control() as ctl:
+        return list((await ctl.ok("hooks"))["hooks"])
 
 
-def test_fifty_file_checkout_is_one_reload(
-    write_hook: WriteHook, state_dir: Path, start_daemon: StartDaemon
+@anyio_test
+async def test_fifty_file_checkout_is_one_reload(
+    write_hook: WriteHook, state_dir: Path, start_gateway: StartGateway
 ) -> None:
     managed = state_dir / "hooks"
     for i in range(50):
@@ -157,27 +184,28 @@ def test_fifty_file_checkout_is_one_reload(
         )
     # The default 5 ms of quiet is less than a loaded machine (parallel tests on 2 cores) may
     # pause this process between two writes; 250 ms keeps the burst one burst there too.
-    daemon = start_daemon({"hooks": {"load": {"debounceMs": 250}}}, watch=True)
-    before = status(daemon)["reloads"]
+    daemon = await start_gateway({"hooks": {"load": {"debounceMs": 250}}}, watch=True)
+    before = (await status(daemon))["reloads"]
     for i in range(50):  # like `git checkout`: rewrite 50 handler files as fast as possible
         (managed / f"h{i:02d}" / "handler.py").write_text(
             "async def handler(event):\n    event.messages.append('new')\n"
         )
-    wait_until(lambda: answer(daemon, "/count") == ["new"] * 50, timeout=60, what="all 50 new")
-    wait_until(lambda: not _reload_pending(daemon), timeout=60)
-    reloads = status(daemon)["reloads"] - before
+    await answers_to(daemon, "/count", ["new"] * 50, "all 50 new")
+    await eventually(lambda: not _reload_pending(daemon), timeout=60)
+    reloads = (await status(daemon))["reloads"] - before
     assert 1 <= reloads <= 2, reloads
 
 
-def _reload_pending(daemon: Daemon) -> bool:
+def _reload_pending(daemon: InProcess) -> bool:
     """True while a reload began that has not finished (so counting now would be early)."""
     return len(daemon.events("reload.begin")) != len(daemon.events("reload.done"))
 
 
-def test_broken_edit_fails_that_hook_alone_until_fixed(
+@anyio_test
+async def test_broken_edit_fails_that_hook_alone_until_fixed(
     add_greet: Any,
     state_dir: Path,
-    start_daemon: StartDaemon,
+    start_gateway: StartGateway,
     write_hook: WriteHook,
     run_cli: RunCli,
 ) -> None:
@@ -189,8 +217,8 @@ def test_broken_edit_fails_that_hook_alone_until_fixed(
         events=["command:hello"],
         handler="async def handler(event):\n    event.messages.append('other')\n",
     )
-    daemon = start_daemon(watch=True)
-    assert answer(daemon) == ["v1", "other"]
+    daemon = await start_gateway(watch=True)
+    assert await answer(daemon) == ["v1", "other"]
     broken = {
         "syntax error": ("handler.py", "async def handler(event)\n    pass\n", "SyntaxError"),
         "import error": ("handler.py", "import no_such_module_xyz\n", "no_such_module_xyz"),
@@ -200,27 +228,31 @@ def test_broken_edit_fails_that_hook_alone_until_fixed(
     good_md = (hook / "HOOK.md").read_text()
     for what, (file, text, needle) in broken.items():
         (hook / file).write_text(text)
-        failed = wait_until(
-            lambda: [
+
+        async def reported() -> list[str]:
+            hooks = (await status(daemon))["hooks"]
+            return [
                 r
-                for r in status(daemon)["hooks"]["failed"] + status(daemon)["hooks"]["skipped"]
+                for r in hooks["failed"] + hooks["skipped"]
                 if "greet" in r and needle in r  # noqa: B023 - called before the loop moves on
-            ],
-            timeout=60,
-            what=f"{what} reported",
+            ]
+
+        failed = await eventually_async(reported, timeout=60, what=f"{what} reported")
+        assert await answer(daemon) == ["other"], what  # every other hook keeps working
+        listed = json.loads(
+            (await off_loop(run_cli, "hooks", "list", "--json", "--verbose")).stdout
         )
-        assert answer(daemon) == ["other"], what  # every other hook keeps working
-        listed = json.loads(run_cli("hooks", "list", "--json", "--verbose").stdout)
         assert any(needle in " ".join(h["reasons"]) for h in listed["hooks"]), (what, failed)
         (hook / "HOOK.md").write_text(good_md)
         (hook / "handler.py").write_text(greet_source("fixed"))
-        eventually_answers(daemon, ["fixed", "other"], f"fixed after {what}")
+        await eventually_answers(daemon, ["fixed", "other"], f"fixed after {what}")
 
 
-def test_enable_disable_and_config_edits_are_live(
+@anyio_test
+async def test_enable_disable_and_config_edits_are_live(
     add_greet: Any,
     state_dir: Path,
-    start_daemon: StartDaemon,
+    start_gateway: StartGateway,
     write_hook: WriteHook,
     run_cli: RunCli,
 ) -> None:
@@ -228,24 +260,24 @@ def test_enable_disable_and_config_edits_are_live(
     hook = add_greet(managed)
     config = write_config(state_dir, {"hooks": {"timeoutMs": 30000}})
     config.write_text("# my notes: keep me\n" + config.read_text())
-    daemon = start_daemon(watch=True)
-    assert answer(daemon) == ["v1"]
+    daemon = await start_gateway(watch=True)
+    assert await answer(daemon) == ["v1"]
 
-    assert run_cli("hooks", "disable", "greet").returncode == 0
-    eventually_answers(daemon, [], "disabled live")
+    assert (await off_loop(run_cli, "hooks", "disable", "greet")).returncode == 0
+    await eventually_answers(daemon, [], "disabled live")
     assert "# my notes: keep me" in config.read_text()
-    assert run_cli("hooks", "enable", "greet").returncode == 0
-    eventually_answers(daemon, ["v1"], "enabled live")
+    assert (await off_loop(run_cli, "hooks", "enable", "greet")).returncode == 0
+    await eventually_answers(daemon, ["v1"], "enabled live")
 
     # A timeout edit applies to the next event: a 300 ms handler against a 50 ms limit.
     (hook / "handler.py").write_text(greet_source("slow", delay=0.3))
-    eventually_answers(daemon, ["slow"])
-    timeouts = status(daemon)["queue"]["timeouts"]
+    await eventually_answers(daemon, ["slow"])
+    timeouts = (await status(daemon))["queue"]["timeouts"]
     data = yaml.safe_load(config.read_text())
     data["hooks"]["entries"]["greet"]["timeoutMs"] = 50
     config.write_text(yaml.safe_dump(data))
-    wait_until(lambda: answer(daemon) == [], timeout=60, what="the new timeout enforced")
-    assert status(daemon)["queue"]["timeouts"] > timeouts
+    await answers_to(daemon, HELLO, [], "the new timeout enforced")
+    assert (await status(daemon))["queue"]["timeouts"] > timeouts
 
     # extraDirs added in the config: its hooks load (and its edits are watched).
     extra = state_dir / "packs" / "team"
@@ -257,42 +289,44 @@ def test_enable_disable_and_config_edits_are_live(
     )
     data["hooks"]["load"] = {"extraDirs": [str(extra)]}
     config.write_text(yaml.safe_dump(data))
-    wait_until(lambda: answer(daemon, "/team") == ["team"], timeout=60, what="extraDir loaded")
+    await answers_to(daemon, "/team", ["team"], "extraDir loaded")
     (extra / "team-hook" / "handler.py").write_text(
         "async def handler(event):\n    event.messages.append('team v2')\n"
     )
-    wait_until(lambda: answer(daemon, "/team") == ["team v2"], timeout=60, what="extraDir watched")
+    await answers_to(daemon, "/team", ["team v2"], "extraDir watched")
 
 
-def test_invalid_config_edit_is_refused_and_the_running_one_kept(
-    add_greet: Any, state_dir: Path, start_daemon: StartDaemon
+@anyio_test
+async def test_invalid_config_edit_is_refused_and_the_running_one_kept(
+    add_greet: Any, state_dir: Path, start_gateway: StartGateway
 ) -> None:
     add_greet(state_dir / "hooks")
     config = write_config(state_dir, {"hooks": {"entries": {"greet": {"enabled": True}}}})
-    daemon = start_daemon(watch=True)
-    assert answer(daemon) == ["v1"]
+    daemon = await start_gateway(watch=True)
+    assert await answer(daemon) == ["v1"]
     config.write_text("hooks:\n  entries:\n    greet: {enabled: false}\n  timeoutMS: 5\n")
-    refused = daemon.wait_log("reload.refused", timeout=60)
+    refused = await daemon.wait_log("reload.refused", timeout=60)
     assert any("timeoutMS" in e for e in refused["errors"]), refused
-    assert answer(daemon) == ["v1"]  # the disable in the same broken edit was not applied
-    assert status(daemon)["last_reload"]["result"] == "refused"
+    assert await answer(daemon) == ["v1"]  # the disable in the same broken edit was not applied
+    assert (await status(daemon))["last_reload"]["result"] == "refused"
     config.write_text("hooks:\n  entries:\n    greet: {enabled: false}\n")
-    eventually_answers(daemon, [], "the corrected edit applied")
+    await eventually_answers(daemon, [], "the corrected edit applied")
 
 
 @pytest.mark.slow
-def test_no_event_lost_during_a_hundred_reloads(
-    add_greet: Any, state_dir: Path, start_daemon: StartDaemon
+@anyio_test
+async def test_no_event_lost_during_a_hundred_reloads(
+    add_greet: Any, state_dir: Path, start_gateway: StartGateway
 ) -> None:
     hook = add_greet(state_dir / "hooks", "v0")
-    daemon = start_daemon(watch=True)
+    daemon = await start_gateway(watch=True)
     stop = threading.Event()
     results: list[tuple[int, int, list[str]]] = []  # (client, n, reply)
     errors: list[BaseException] = []
 
     def client(index: int) -> None:
         try:
-            with daemon.control() as ctl:
+            with Control(daemon.socket) as ctl:
                 n = 0
                 while not stop.is_set():
                     n += 1
@@ -301,28 +335,28 @@ def test_no_event_lost_during_a_hundred_reloads(
         except BaseException as exc:  # reported below: a dead client is a failure
             errors.append(exc)
 
+    # Blocking clients on threads of their own, as four programs would be: the loop serves on.
     threads = [threading.Thread(target=client, args=(i,)) for i in range(4)]
     for t in threads:
         t.start()
-    start_reloads = status(daemon)["reloads"]
+    start_reloads = (await status(daemon))["reloads"]
     for version in range(1, 101):
         # Saved whole (temp file, rename): write_text truncates first, and on a loaded machine
         # the watcher can load the empty file in between, which is a third version.
         rename_save(hook / "handler.py", greet_source(f"v{version}"))
-        wait_until(
-            lambda: (
-                status(daemon)["reloads"] >= start_reloads + version  # noqa: B023
-                or _answer_is(daemon, f"v{version}")  # noqa: B023
-            ),
-            timeout=60,
-            what=f"reload {version}",
-        )
-    eventually_answers(daemon, ["v100"])
+
+        async def reloaded() -> bool:
+            return (await status(daemon))["reloads"] >= start_reloads + version or (  # noqa: B023
+                await _answer_is(daemon, f"v{version}")  # noqa: B023
+            )
+
+        await eventually_async(reloaded, timeout=60, what=f"reload {version}")
+    await eventually_answers(daemon, ["v100"])
     stop.set()
-    for t in threads:
-        t.join(30)
+    for t in threads:  # joined off the loop: a client may be waiting for its last reply
+        await anyio.to_thread.run_sync(t.join, 30)
     assert not errors, errors
-    assert status(daemon)["reloads"] - start_reloads >= 100
+    assert (await status(daemon))["reloads"] - start_reloads >= 100
     version_re = re.compile(r"^v(\d+)$")
     last_seen = {i: -1 for i in range(4)}
     for index, _n, reply in results:
@@ -337,29 +371,33 @@ def test_no_event_lost_during_a_hundred_reloads(
     assert len(results) > 100
 
 
-def _answer_is(daemon: Daemon, version: str) -> bool:
-    return answer(daemon, session="probe") == [version]
+async def _answer_is(daemon: InProcess, version: str) -> bool:
+    return await answer(daemon, session="probe") == [version]
 
 
-def test_polling_mode_sees_same_second_saves(
-    add_greet: Any, state_dir: Path, start_daemon: StartDaemon
+@anyio_test
+async def test_polling_mode_sees_same_second_saves(
+    add_greet: Any, state_dir: Path, start_gateway: StartGateway
 ) -> None:
     hook = add_greet(state_dir / "hooks")
-    daemon = start_daemon({"hooks": {"load": {"poll": True, "pollIntervalMs": 50}}}, watch=True)
-    assert status(daemon)["watch"]["mode"] == "poll"
+    daemon = await start_gateway(
+        {"hooks": {"load": {"poll": True, "pollIntervalMs": 50}}}, watch=True
+    )
+    assert (await status(daemon))["watch"]["mode"] == "poll"
     for version in ("v2", "v3", "v4"):  # same length: only the content differs within a second
         (hook / "handler.py").write_text(greet_source(version))
-        eventually_answers(daemon, [version])
+        await eventually_answers(daemon, [version])
 
 
-def test_watchfiles_force_polling_env(
-    add_greet: Any, state_dir: Path, start_daemon: StartDaemon
+@anyio_test
+async def test_watchfiles_force_polling_env(
+    add_greet: Any, state_dir: Path, start_gateway: StartGateway
 ) -> None:
     hook = add_greet(state_dir / "hooks")
-    daemon = start_daemon(watch=True, env={"WATCHFILES_FORCE_POLLING": "1"})
-    assert status(daemon)["watch"]["mode"] == "poll"
+    daemon = await start_gateway(watch=True, env={"WATCHFILES_FORCE_POLLING": "1"})
+    assert (await status(daemon))["watch"]["mode"] == "poll"
     (hook / "handler.py").write_text(greet_source("v2"))
-    eventually_answers(daemon, ["v2"])
+    await eventually_answers(daemon, ["v2"])
 
 
 def test_sighup_and_reload_op_are_recorded(
@@ -367,12 +405,14 @@ def test_sighup_and_reload_op_are_recorded(
 ) -> None:
     add_greet(state_dir / "hooks")
     daemon = start_daemon(env={"GATEWAYD_HOOKS__LOAD__WATCH": "false"})
-    assert status(daemon)["watch"] is None
+    assert status_now(daemon)["watch"] is None
     daemon.send_signal(signal.SIGHUP)
-    wait_until(lambda: (status(daemon)["last_reload"] or {}).get("trigger") == "SIGHUP", timeout=60)
+    wait_until(
+        lambda: (status_now(daemon)["last_reload"] or {}).get("trigger") == "SIGHUP", timeout=60
+    )
     with daemon.control() as ctl:
         ctl.ok("reload")
-    assert status(daemon)["last_reload"]["trigger"] == "op"
+    assert status_now(daemon)["last_reload"]["trigger"] == "op"
 
 
 LIMITED_INOTIFY = [
@@ -402,13 +442,14 @@ def test_inotify_limit_exhausted_falls_back_to_polling(
         prefix=LIMITED_INOTIFY,
     )
     daemon.wait_log("watch.limit_reached", timeout=60)
-    wait_until(lambda: status(daemon)["watch"]["mode"] == "poll", timeout=60)
+    wait_until(lambda: status_now(daemon)["watch"]["mode"] == "poll", timeout=60)
     (hook / "handler.py").write_text(greet_source("v2"))
-    eventually_answers(daemon, ["v2"], "an edit seen by polling")
+    wait_until(lambda: answer_now(daemon) == ["v2"], timeout=60, what="an edit seen by polling")
 
 
-def test_edit_made_during_the_first_load_is_picked_up(
-    write_hook: WriteHook, state_dir: Path, start_daemon: StartDaemon
+@anyio_test
+async def test_edit_made_during_the_first_load_is_picked_up(
+    write_hook: WriteHook, state_dir: Path, start_gateway: StartGateway
 ) -> None:
     """Watching starts after READY; an edit made while the first load ran is still seen."""
     rewrite = (
@@ -420,9 +461,9 @@ def test_edit_made_during_the_first_load_is_picked_up(
         "    event.messages.append('v1')\n"
     )
     write_hook(state_dir / "hooks", "greet", events=["command:hello"], handler=rewrite)
-    daemon = start_daemon(watch=True)
-    eventually_answers(daemon, ["v2"], "the edit made during the first load")
-    daemon.wait_log("watch.changed_during_start")
+    daemon = await start_gateway(watch=True)
+    await eventually_answers(daemon, ["v2"], "the edit made during the first load")
+    await daemon.wait_log("watch.changed_during_start")
 
 
 def test_the_daemon_does_not_import_watchfiles_before_ready() -> None:
