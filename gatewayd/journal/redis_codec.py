@@ -20,7 +20,6 @@ the gateway's ``cfg``/``workspaceDir`` are left out and put back by the reader),
 
 from __future__ import annotations
 
-import json
 import time
 import zlib
 from collections.abc import Callable
@@ -29,13 +28,14 @@ from typing import Any
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.results import reply_lines
 from gatewayd.journal.records import BASE_KEYS
-from gatewayd.jsonenc import loads
+from gatewayd.jsonenc import encoder, loads
 from gatewayd.timestamps import iso_utc
 
 GROUP = "gatewayd"
 """The one consumer group on every partition stream."""
-# ensure_ascii: a lone surrogate in a hook-set context value travels as \udXXX.
-_encode = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=str).encode
+# ensure_ascii: a lone surrogate in a hook-set context value travels as \udXXX. One encoder,
+# made once (the event loop's only): json.JSONEncoder.encode makes a new one on every call.
+_encode = encoder(ensure_ascii=True, separators=(",", ":"))
 
 
 class Keys:
