@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -65,7 +66,7 @@ from gatewayd.paths import (
     default_workspace,
     state_dir,
 )
-from gatewayd.redact import redact
+from gatewayd.redact import hide_url_password, redact
 from gatewayd.yamlio import YamlError, load_yaml
 
 ENV_PREFIX = "GATEWAYD_"
@@ -143,10 +144,37 @@ class ControlConfig(_Model):
     closed (``idle_timeout``); time spent on hooks does not count. 0: never."""
 
 
+DEFAULT_REDIS_URL: Final = "redis://localhost:6379/0"
+
+
+def redis_url_problem(url: str) -> str | None:
+    """Why redis-py cannot connect to ``url`` (what its ``parse_url`` says, or no host or
+    socket path), or None. redis-py is imported only here, when a URL is set: 0.3 s."""
+    try:
+        scheme = urlsplit(url).scheme
+    except ValueError as exc:
+        return str(exc)
+    if scheme not in ("redis", "rediss", "unix"):
+        return f"its scheme is {scheme or 'missing'}, not redis, rediss or unix"
+    from redis.connection import parse_url
+
+    try:
+        parts = parse_url(url)  # type: ignore[no-untyped-call]
+    except ValueError as exc:
+        return str(exc)
+    if scheme == "unix" and not parts.get("path"):
+        return "no socket path after unix://"
+    if scheme != "unix" and not parts.get("host"):
+        return f"no host after {scheme}://"
+    return None
+
+
 class RedisQueueConfig(_Model):
-    url: str = "redis://localhost:6379/0"
+    url: str = DEFAULT_REDIS_URL
     """Where the shared queue lives: ``redis://[user:password@]host:port/db``, ``rediss://``
-    (TLS) or ``unix:///path/to/redis.sock``; ``GATEWAYD_REDIS_PASSWORD`` sets the password."""
+    (TLS) or ``unix:///path/to/redis.sock``; ``GATEWAYD_REDIS_PASSWORD`` sets the password.
+    Checked by redis-py's own parser when set (the message never repeats the URL: it may hold
+    a password)."""
     namespace: str = Field("gatewayd", min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
     """Prefix of every key: instances with the same URL and namespace share one queue."""
     partitions: int = Field(16, ge=1, le=1024)
@@ -157,6 +185,16 @@ class RedisQueueConfig(_Model):
     partitions are taken over once this ran out)."""
     wait_ms: int = Field(10_000, ge=0, le=MAX_MS)
     """How long producers wait for an unreachable Redis before getting ``queue_unavailable``."""
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, value: str) -> str:
+        if value != DEFAULT_REDIS_URL and (problem := redis_url_problem(value)):
+            raise ValueError(
+                f"not a Redis URL ({problem}): use redis://[user:password@]host:port/db, "
+                "rediss://... (TLS) or unix:///path/to/redis.sock"
+            )
+        return value
 
 
 class QueueConfig(_Model):
@@ -193,13 +231,15 @@ class LogFileConfig(_Model):
 class MetricsConfig(_Model):
     listen: str | None = None
     """``PORT`` or ``HOST:PORT`` for the Prometheus endpoint; unset: no listener. A bare port
-    listens on 127.0.0.1."""
+    listens on 127.0.0.1; it may be written as a YAML integer (``listen: 9464``)."""
 
-    @field_validator("listen")
+    @field_validator("listen", mode="before")
     @classmethod
-    def _address(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
+    def _address(cls, value: object) -> object:
+        if type(value) is int:  # listen: 9464 (a YAML integer), as the README writes it
+            value = str(value)
+        if not isinstance(value, str):
+            return value  # None, or what the str field then refuses
         port = value.rpartition(":")[2]
         if not port.isdigit() or not 0 <= int(port) < 65536:
             raise ValueError(f"{value!r} is not PORT or HOST:PORT (e.g. 9464 or 127.0.0.1:9464)")
@@ -638,12 +678,16 @@ def format_errors(exc: ValidationError, from_internal: frozenset[str] = frozense
         elif may_be_secret(loc):
             errors.append(f"{path}: {message}")  # never echo what may be a secret
         else:
-            errors.append(f"{path}: {message} (got {err.get('input')!r})")
+            got = err.get("input")
+            if isinstance(got, str):
+                got = hide_url_password(got)
+            errors.append(f"{path}: {message} (got {got!r})")
     return errors
 
 
 def _env_error(var: str, loc: tuple[Any, ...], message: str, unknown: bool) -> str:
-    value = "(value not shown)" if may_be_secret(loc) else repr(os.environ.get(var, ""))
+    shown = hide_url_password(os.environ.get(var, ""))
+    value = "(value not shown)" if may_be_secret(loc) else repr(shown)
     found = field_at(Settings, loc)
     if unknown or found is None:
         key = ".".join(str(p) for p in loc)

@@ -4,7 +4,9 @@
 like a secret (``token``, ``secret``, ``password``, ``apiKey``, ``privateKey``, ``credentials``,
 ``auth`` ... matched on the key name, case and ``_``/``-`` ignored) replaced by
 :data:`REDACTED`, and every value of every ``env`` map too (an environment variable is a secret
-as often as not). :func:`is_secret_key` is the test, for code that must not echo a value.
+as often as not). :func:`is_secret_key` is the test, for code that must not echo a value. A
+string holding a URL with a password (``redis://:pw@host``) has the password replaced by
+``***`` (:func:`hide_url_password`), whatever its key.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from typing import Any, TypeVar, cast
 T = TypeVar("T")
 
 REDACTED = "<redacted>"
+
+_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:)[^/?#\s]*@")
+"""``scheme://user:password@``: the password runs from the first ``:`` of the userinfo to the
+last ``@`` before the path (an unescaped ``@`` in it stays hidden)."""
 
 _SECRET = re.compile(
     r"(token|secret|passw(or)?d|passphrase|credential|auth(?!or)|cookie|signature"
@@ -32,6 +38,13 @@ def is_secret_key(name: object) -> bool:
     if flat.replace("_", "") in _NOT_SECRET:
         return False
     return bool(_SECRET.search(flat) or _SECRET.search(flat.replace("_", "")))
+
+
+def hide_url_password(text: str) -> str:
+    """``text`` with the password of every URL in it replaced by ``***``."""
+    if "://" not in text or "@" not in text:
+        return text
+    return _URL_PASSWORD.sub(r"\1***@", text)
 
 
 def _hide(value: Any) -> Any:
@@ -59,4 +72,6 @@ def _redact(data: Any) -> Any:
         return out
     if isinstance(data, list | tuple):
         return [_redact(v) for v in data]
+    if isinstance(data, str):
+        return hide_url_password(data)
     return data

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import anyio.abc
@@ -48,13 +48,25 @@ JOURNAL_KEYS = (
 """``gateway.queue`` keys of the journal (config name, model field): fixed at the start."""
 
 
+REDIS_KEYS: Final = (
+    ("url", "url"),
+    ("namespace", "namespace"),
+    ("partitions", "partitions"),
+    ("leaseMs", "lease_ms"),
+    ("waitMs", "wait_ms"),
+)
+"""``gateway.queue.redis`` keys (config name, model field): fixed at the start."""
+
+
 def restart_only(config: Config) -> dict[str, Any]:
-    """Settings a reload cannot change in a running process (logged when they differ)."""
+    """Settings a reload cannot change in a running process (said when they differ)."""
     queue = config.settings.gateway.queue
     return {
         "gateway.control.socket": config.paths.control_socket,
         "gateway.queue.concurrency": queue.concurrency,
+        "gateway.queue.backend": queue.backend,
         **{f"gateway.queue.{key}": getattr(queue, name) for key, name in JOURNAL_KEYS},
+        **{f"gateway.queue.redis.{key}": getattr(queue.redis, name) for key, name in REDIS_KEYS},
     }
 
 
@@ -146,6 +158,7 @@ class Reloader:
             early = node.reimport() if self._hook_files_only(trigger, files) else None
             summary: HooksSummary | None = None
             changes: dict[str, Any] | None = None
+            restart: list[str] = []
             errors: list[str] = []
             try:
                 config = await anyio.to_thread.run_sync(load_config, gateway.config_arg)
@@ -171,7 +184,7 @@ class Reloader:
                 log.exception("reload.failed", trigger=trigger, error=errors[0])
             else:
                 try:
-                    self.apply_config(config)
+                    restart = self.apply_config(config)
                     changes = self.install(config, result, generation, prints, files)
                 except Exception as exc:
                     # A bug: the new config and hooks may be in place only in part. Said so,
@@ -197,6 +210,8 @@ class Reloader:
             }
             if changes is not None:
                 record["changes"] = changes
+            if restart:
+                record["restartNeeded"] = restart
             if errors:
                 record["errors"] = errors
             self.count += 1
@@ -229,8 +244,9 @@ class Reloader:
         gateway.load, self.prints = result, prints
         return changes
 
-    def apply_config(self, config: Config) -> None:
-        """Take what a running process can change from a new config; log what it cannot."""
+    def apply_config(self, config: Config) -> list[str]:
+        """Take what a running process can change from a new config; return (and log) the
+        keys it cannot, whose new values wait for a restart."""
         gateway = self._gateway
         old, new = restart_only(gateway.config), restart_only(config)
         changed = [key for key in new if new[key] != old[key]]
@@ -251,6 +267,7 @@ class Reloader:
         log_ignored(config)
         gateway.config = config
         gateway.bases.update(config)
+        return changed
 
     def _hook_files_only(self, trigger: str, files: frozenset[Path]) -> bool:
         """Whether this reload is the watcher's, for hook files only: then the JS/TS hooks are

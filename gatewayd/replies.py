@@ -72,6 +72,8 @@ class ReloadRecord(TypedDict):
     trigger: str
     result: str
     changes: NotRequired[dict[str, Any]]
+    restartNeeded: NotRequired[list[str]]
+    """Config keys whose new values wait for a restart (the queue's backend, its journal...)."""
     errors: NotRequired[list[str]]
 
 
@@ -88,6 +90,7 @@ class ReloadReply(TypedDict):
     result: HooksSummary | None
     outcome: str
     changes: dict[str, Any] | None
+    restartNeeded: NotRequired[list[str]]
 
 
 class WatchStatus(TypedDict):

@@ -462,6 +462,8 @@ class ControlChannel:
             "outcome": outcome["result"],
             "changes": outcome.get("changes"),
         }
+        if restart := outcome.get("restartNeeded"):
+            reply["restartNeeded"] = restart
         return dict(reply)
 
     async def _op_hooks(self, args: dict[str, Any]) -> dict[str, Any]:

@@ -261,6 +261,8 @@ def cli_reload(args: argparse.Namespace) -> int:
     changes = reply.get("changes") or {}
     if args.json:
         document = {**result, "ok": not failing, "notReady": not_ready}
+        if "restartNeeded" in reply:
+            document["restartNeeded"] = reply["restartNeeded"]
         _print_json(document if "changes" not in reply else {**document, "changes": changes})
     else:
         lines = _hook_lines(result, not_ready, "hooks registered")
@@ -270,6 +272,8 @@ def cli_reload(args: argparse.Namespace) -> int:
                 print(f"  {what:<8} {', '.join(changes[what])}")
         if changes.get("filesChanged"):
             print(f"  files    {changes['filesChanged']} changed: {', '.join(changes['files'])}")
+        if restart := reply.get("restartNeeded"):
+            print(f"  needs a restart to take effect: {', '.join(restart)}")
         print("\n".join(lines[1:]), end="\n" if lines[1:] else "")
     if failing:
         names = ", ".join(f"{h['name']} ({h['status']})" for h in failing)

@@ -12,12 +12,14 @@ the daemon (a trillion dispatch workers) or killed it on a failing hook's 1025th
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import RunCli
 from tests.support.fixtures import NewDaemon, StartDaemon
 from tests.support.hooks import WriteHook
 from tests.support.state import write_config
@@ -69,6 +71,22 @@ CASES = {
     "key-written-twice-in-a-flow-map": (
         "gateway:\n  queue: {capacity: 10, capacity: 20}\n",
         "duplicate key 'capacity' (first on line 2)",
+    ),
+    "redis-url-not-a-url": (
+        'gateway:\n  queue:\n    backend: redis\n    redis: {url: "redis://[bad"}\n',
+        "gateway.queue.redis.url: not a Redis URL (Invalid IPv6 URL)",
+    ),
+    "redis-url-of-another-scheme": (
+        'gateway:\n  queue:\n    backend: redis\n    redis: {url: "http://x"}\n',
+        "gateway.queue.redis.url: not a Redis URL (its scheme is http",
+    ),
+    "redis-url-port-no-number": (
+        'gateway:\n  queue:\n    redis: {url: "redis://h:abc/0"}\n',
+        "gateway.queue.redis.url: not a Redis URL (Port could not be cast",
+    ),
+    "redis-url-without-host": (
+        'gateway:\n  queue:\n    backend: redis\n    redis: {url: "redis://"}\n',
+        "gateway.queue.redis.url: not a Redis URL (no host",
     ),
     "hook-setting-nested-300-deep": (
         f"hooks:\n  entries:\n    x:\n      y: {'[' * 300}{']' * 300}\n",
@@ -198,3 +216,59 @@ def test_a_hook_md_with_a_key_written_twice_is_invalid_and_says_where(
         assert f":{line}:" in reasons and "duplicate key" in reasons, listing[name]
     assert listing["merged"]["status"] != "invalid", listing["merged"]
     assert daemon.stop() == 0
+
+
+def test_config_check_refuses_a_bad_redis_url_and_never_shows_its_password(
+    run_cli: RunCli, state_dir: Path
+) -> None:
+    secret = "hunter2-" + "c4f9e1"
+    write_config(
+        state_dir,
+        {"gateway": {"queue": {"backend": "redis", "redis": {"url": f"redis://:{secret}@[bad/0"}}}},
+    )
+    checked = run_cli("config", "check")
+    assert checked.returncode == 78, checked.stdout + checked.stderr
+    out = checked.stdout + checked.stderr
+    assert "gateway.queue.redis.url: not a Redis URL" in out, out
+    assert secret not in out and "Traceback" not in out, out
+    # A good URL with a password: config show hides the password, as status does.
+    write_config(
+        state_dir,
+        {"gateway": {"queue": {"redis": {"url": f"redis://app:{secret}@localhost:6379/0"}}}},
+    )
+    shown = run_cli("config", "show")
+    assert shown.returncode == 0, shown.stderr
+    assert "redis://app:***@localhost:6379/0" in shown.stdout and secret not in shown.stdout
+
+
+def test_a_live_switch_of_the_queue_backend_says_it_needs_a_restart(
+    start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    daemon = start_daemon()
+    write_config(
+        state_dir,
+        {"gateway": {"queue": {"backend": "redis", "redis": {"url": "redis://127.0.0.1:1/0"}}}},
+    )
+    with daemon.control() as control:
+        reply = control.ok("reload")
+        assert reply["restartNeeded"] == ["gateway.queue.backend", "gateway.queue.redis.url"], reply
+        # Still the local journal: events are accepted and run.
+        assert control.ok("message", sessionKey="s", text="/new")["command"] == "new"
+        journal = control.ok("status")["status"]["queue"]["journal"]
+    assert journal["backend"] != "redis", journal
+    logged = daemon.wait_log("reload.restart_needed")
+    assert logged["keys"] == ["gateway.queue.backend", "gateway.queue.redis.url"], logged
+    assert daemon.wait_log("reload.done")["restartNeeded"] == logged["keys"]
+
+
+def test_the_readmes_metrics_listen_as_an_integer_is_accepted(
+    run_cli: RunCli, state_dir: Path
+) -> None:
+    (state_dir / "gatewayd.yaml").write_text("gateway:\n  metrics:\n    listen: 9464\n")
+    checked = run_cli("config", "check", "--json")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    shown = run_cli("config", "show", "--json")
+    assert json.loads(shown.stdout)["config"]["gateway"]["metrics"]["listen"] == "9464"
+    (state_dir / "gatewayd.yaml").write_text("gateway:\n  metrics:\n    listen: 99999\n")
+    refused = run_cli("config", "check")
+    assert refused.returncode == 78 and "is not PORT or HOST:PORT" in refused.stderr, refused
