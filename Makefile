@@ -7,13 +7,15 @@
 # make node-test - install the Node packages (npm ci), build them, run their tests (node --test)
 # make lint  - ruff check, ruff format --check, mypy --strict (gatewayd, tests, each bundled hook)
 # make bench - run the benchmarks (bench/) and write bench/results/
+# make oracle - install OpenClaw 2026.9.6 (the reference, outside the repo) and run the
+#               differential test against it (tests/openclaw; also part of make test)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench lint clean venv node-test system-packages
+.PHONY: run test bench lint clean venv node-test system-packages oracle
 
 # pytest-xdist: two workers per core. Most tests spend their time waiting on the daemons, CLI
 # runs, Node workers and containers they start, so one worker per core leaves the cores idle
@@ -106,6 +108,12 @@ bench: $(STAMP) $(NODE_STAMP)
 	# The TypeScript client, built: `bench connect` measures it against a raw socket.
 	npm run --silent build -w clients/typescript
 	$(BIN)/python -m bench
+
+# The openclaw npm package (~650 MB, 55 s to install here) goes to ~/.cache/gatewayd, never into
+# the repo; tests/openclaw skips, saying why, when it cannot be had.
+oracle: $(STAMP)
+	$(BIN)/python -m tests.openclaw.reference
+	$(BIN)/python -m pytest -n 2 -p no:cacheprovider tests/openclaw
 
 lint: $(STAMP)
 	$(BIN)/ruff check gatewayd hooks tests bench

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import json5
+import pyjson5
 
 from gatewayd.atomic import read_regular
 
@@ -51,8 +51,8 @@ def read_agent_config(configured: str | os.PathLike[str] | None, base: Path) -> 
     except (OSError, UnicodeDecodeError) as exc:
         return AgentConfig(path, error=f"agent.configFile {path} cannot be read: {exc}")
     try:
-        data = json5.loads(text)
-    except ValueError as exc:
+        data = pyjson5.decode(text)
+    except pyjson5.Json5Exception as exc:
         return AgentConfig(path, error=f"agent.configFile {path} is not valid JSON5: {exc}")
     if not isinstance(data, dict):
         kind = type(data).__name__

@@ -141,8 +141,8 @@ def local_view(args: argparse.Namespace) -> HookView:
         loader = HookLoader()
         try:
             result = loader.build(config.load_spec())
-            if any(getattr(h.node, "events", False) for h, _ in result.handlers):
-                check_node_hooks(result)  # a JS/TS single-file hook's events are in its code
+            # JS/TS imports are tried, as hooks check and the daemon do: one verdict everywhere.
+            check_node_hooks(result)
         finally:
             loader.close()
     return HookView(

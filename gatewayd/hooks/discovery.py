@@ -1,16 +1,19 @@
 """Finding hooks on disk: the roots, the hook directories in them, and who wins a name conflict.
 
-Roots, lowest precedence first (docs/design.md s. 2): ``hooks.load.extraDirs`` (each must resolve
-under the state dir, else it is rejected with a reason), the bundled hooks, the managed hooks
-(``<state>/hooks``) and the workspace hooks (``<workspace>/hooks``). A root that does not exist
-is simply empty.
+Roots, lowest precedence first (docs/design.md s. 2, OpenClaw's order): the bundled hooks,
+``hooks.load.extraDirs`` (each must resolve under the state dir, else it is rejected with a
+reason), the managed hooks (``<state>/hooks``) and the workspace hooks (``<workspace>/hooks``). A
+root that does not exist is simply empty.
 
-A hook is an immediate subdirectory of a root holding ``HOOK.md`` (or a Hermes ``HOOK.yaml``);
-entries are taken in sorted order (dot-directories are ignored). Its name is the manifest's
-``name``, or the directory name when the manifest is unreadable, so that a broken override
-still claims its name and is seen as broken instead of the lower-precedence hook running in its
-place. A later root wins a conflict and the loser is marked shadowed; two same-name hooks in one
-root: the first (sorted) wins.
+A hook is an immediate subdirectory of a root holding ``HOOK.md`` (or a Hermes ``HOOK.yaml``),
+or a directory an OpenClaw hook pack lists (a subdirectory whose ``package.json`` has
+``openclaw.hooks``: the listed directories inside it, in that order); an extra dir may itself be
+a hook or a pack. Entries are taken in sorted order (dot-directories are ignored). Its name is
+the manifest's ``name``, or the directory name when the manifest is unreadable, so that a broken
+override still claims its name and is seen as broken instead of the lower-precedence hook
+running in its place. A later root wins a conflict and the loser is marked shadowed; of two
+same-name hooks in one root the later wins, in the bundled root the first (as OpenClaw's
+``resolveHookEntries`` merges them).
 
 Then the agents' roots (``hooks/agents.py``): each subagent of the default agent
 (``<workspace>/subagents/<subId>/hooks``), then each other configured agent's workspace hooks and
@@ -31,6 +34,7 @@ hook, no directory walk (a hook with none is listed once, to name what it holds 
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Iterator, Sequence
@@ -50,8 +54,16 @@ from gatewayd.paths import is_inside
 MANIFEST_FILES: Final = ("HOOK.md", "HOOK.yaml")
 """What makes a directory a hook: a ``HOOK.md``, else a Hermes ``HOOK.yaml``."""
 
-SOURCES: Final = ("extra", "bundled", "managed", "workspace")
-"""Root sources in precedence order, lowest first."""
+SOURCES: Final = ("bundled", "extra", "managed", "workspace")
+"""Root sources in precedence order, lowest first (OpenClaw's: bundled, then its extra dirs and
+managed hooks, then the workspace)."""
+
+PACK_MANIFEST: Final = "package.json"
+"""A hook pack's manifest: its ``openclaw.hooks`` lists the hook directories in the pack."""
+
+LATER_WINS: Final = frozenset({"extra", "managed", "workspace"})
+"""Sources where, of two hooks of one name in one root, the later (sorted) wins, as OpenClaw
+merges them; in the bundled root the first wins."""
 
 HANDLER_FILES: Final = (
     ("handler.py", False),
@@ -207,7 +219,7 @@ def _unreadable(path: Path, exc: OSError) -> str:
 def hook_roots(spec: LoadSpec) -> tuple[list[HookRoot], list[str]]:
     """The roots in precedence order (lowest first), and a reason per rejected extraDir."""
     state_real = Path(os.path.realpath(spec.state_dir))
-    roots: list[HookRoot] = []
+    roots: list[HookRoot] = [HookRoot.at("bundled", spec.bundled_hooks)]
     rejected: list[str] = []
     for raw in spec.extra_dirs:
         path = Path(os.path.expanduser(raw))
@@ -221,7 +233,6 @@ def hook_roots(spec: LoadSpec) -> tuple[list[HookRoot], list[str]]:
             )
             continue
         roots.append(HookRoot("extra", path, real))
-    roots.append(HookRoot.at("bundled", spec.bundled_hooks))
     roots.append(HookRoot.at("managed", spec.managed_hooks))
     agents = spec.agents
     default = agents.default
@@ -296,11 +307,69 @@ def find_handler(hook_dir: Path) -> tuple[Path | None, bool, str | None]:
     return None, False, problem
 
 
-def _entries(root: HookRoot) -> Iterator[tuple[str, str, bytes | None]]:
-    """``(name, manifest file name, its bytes)`` of each hook directory in ``root``, sorted by
-    name; the bytes are ``None`` when the manifest is not a readable regular file (reading it
-    again says why). Raises :class:`UnreadableRoot` for a root that exists but cannot be
-    listed."""
+def pack_hooks(directory: Path) -> list[str] | None:
+    """The hook paths a pack's ``package.json`` lists under ``openclaw.hooks`` (trimmed, empty
+    ones dropped), or ``None`` when ``directory`` is no hook pack: no such file, no JSON object,
+    no list there, or an empty one (then its own ``HOOK.md``, if any, makes it a hook)."""
+    try:
+        data = read_regular(directory / PACK_MANIFEST, MAX_MANIFEST)
+        manifest = json.loads(data)
+    except (OSError, ValueError, RecursionError):
+        return None
+    section = manifest.get("openclaw") if isinstance(manifest, dict) else None
+    listed = section.get("hooks") if isinstance(section, dict) else None
+    if not isinstance(listed, list):
+        return None
+    paths = [item.strip() for item in listed if isinstance(item, str) and item.strip()]
+    return paths or None
+
+
+def _manifest_of(hook_dir: Path) -> tuple[str, bytes | None] | None:
+    """``(manifest file name, its bytes)`` when ``hook_dir`` is a hook directory; the bytes are
+    ``None`` when the manifest is not a readable regular file (reading it again says why)."""
+    prefix = f"{hook_dir}{os.sep}"
+    # The usual case first: a HOOK.md that reads is a regular file, so it is read without
+    # asking isfile() first (a stat per hook: ~2.5 us of each hook's cold load).
+    try:
+        return MANIFEST_FILES[0], read_regular(prefix + MANIFEST_FILES[0], MAX_MANIFEST)
+    except OSError:
+        pass
+    manifest = next((m for m in MANIFEST_FILES if os.path.isfile(prefix + m)), None)
+    if manifest is None:
+        # A HOOK.md that is there but no file (a directory, a FIFO, a dangling link) still
+        # makes a hook: reading it fails and says why, rather than the hook just vanishing.
+        manifest = next((m for m in MANIFEST_FILES if os.path.lexists(prefix + m)), None)
+    return None if manifest is None else (manifest, None)
+
+
+def _candidate(directory: Path) -> Iterator[tuple[Path, str, bytes | None]]:
+    """The hooks of one candidate directory: the hooks its pack lists (each inside it, in the
+    order listed), else itself when it holds a manifest."""
+    listed = pack_hooks(directory)
+    if listed is None:
+        if (found := _manifest_of(directory)) is not None:
+            yield directory, *found
+        return
+    base = os.path.realpath(directory)
+    for entry in listed:
+        hook_dir = Path(os.path.normpath(directory / entry))
+        if not is_inside(Path(os.path.realpath(hook_dir)), Path(base)):
+            continue  # OpenClaw ignores a pack path outside the pack
+        if hook_dir.is_dir() and (found := _manifest_of(hook_dir)) is not None:
+            yield hook_dir, *found
+
+
+def _entries(root: HookRoot) -> Iterator[tuple[str, Path, str, bytes | None]]:
+    """``(top-level name, hook directory, manifest file name, its bytes)`` of each hook in
+    ``root``: the hooks of each directory at its top, sorted by name (a hook pack's as its
+    ``package.json`` lists them). An extra dir may itself be a pack or a hook, and then holds
+    only those. Raises :class:`UnreadableRoot` for a root that exists but cannot be listed."""
+    if root.source == "extra" and root.path.is_dir():
+        own = list(_candidate(root.path))
+        if own or pack_hooks(root.path) is not None:
+            for hook_dir, manifest, data in own:
+                yield "", hook_dir, manifest, data
+            return
     try:
         with os.scandir(root.path) as listing:
             entries = sorted(listing, key=lambda entry: entry.name)
@@ -319,24 +388,8 @@ def _entries(root: HookRoot) -> Iterator[tuple[str, str, bytes | None]]:
                 continue
         except OSError:  # a symlink whose target cannot be read: no manifest to be found
             continue
-        prefix = f"{entry.path}{os.sep}"
-        # The usual case first: a HOOK.md that reads is a regular file, so it is read without
-        # asking isfile() first (a stat per hook: ~2.5 us of each hook's cold load;
-        # bench/NOTES.md, issue 18, session 7). Anything else is looked at as before.
-        try:
-            data: bytes | None = read_regular(prefix + MANIFEST_FILES[0], MAX_MANIFEST)
-        except OSError:
-            data = None
-        if data is not None:
-            yield name, MANIFEST_FILES[0], data
-            continue
-        manifest = next((m for m in MANIFEST_FILES if os.path.isfile(prefix + m)), None)
-        if manifest is None:
-            # A HOOK.md that is there but no file (a directory, a FIFO, a dangling link) still
-            # makes a hook: reading it fails and says why, rather than the hook just vanishing.
-            manifest = next((m for m in MANIFEST_FILES if os.path.lexists(prefix + m)), None)
-        if manifest is not None:
-            yield name, manifest, None
+        for hook_dir, manifest, data in _candidate(root.path / name):
+            yield name, hook_dir, manifest, data
 
 
 def scan(
@@ -346,9 +399,10 @@ def scan(
     looked up, then single-file hooks; ``not_hooks`` gets why other code files are not hooks."""
     found = []
     hook_dirs: set[str] = set()
-    for name, manifest_file, data in _entries(root):
+    own = False
+    for name, hook_dir, manifest_file, data in _entries(root):
         hook_dirs.add(name)
-        hook_dir = root.path / name
+        own = own or not name
         hook_md = hook_dir / manifest_file
         manifest: HookManifest | None = None
         errors: Sequence[str] = ()
@@ -358,6 +412,8 @@ def scan(
             errors = exc.errors
         handler, command, problem = find_handler(hook_dir)
         found.append(FoundHook(root, hook_dir, manifest, errors, handler, command, problem))
+    if own:  # an extra dir that is itself a hook or a pack: its files are its hooks'
+        return found
     files, notes = scan_files(root.path, hook_dirs)
     if not_hooks is not None:
         not_hooks.extend(notes)
@@ -399,10 +455,19 @@ def discover(spec: LoadSpec, manifests: ManifestCache | None = None) -> Discover
             name = hook.name
             first = in_root.get(name)
             if first is not None:
-                hook.shadowed_by = (
-                    f"duplicate name {name!r} in the {root.source} root: "
-                    f"{first.path} comes first and wins"
+                if root.source not in LATER_WINS:
+                    hook.shadowed_by = (
+                        f"duplicate name {name!r} in the {root.source} root: "
+                        f"{first.path} comes first and wins"
+                    )
+                    continue
+                first.shadowed_by = (
+                    f"duplicate name {name!r} in the {root.source} root: {hook.path} comes "
+                    "later and wins (as OpenClaw merges hooks of one root)"
                 )
+                in_root[name] = hook
+                if winner.get(name) is first:
+                    winner[name] = hook
                 continue
             in_root[name] = hook
             if root.qualifier is not None:

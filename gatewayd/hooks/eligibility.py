@@ -55,7 +55,7 @@ NOTHING_MISSING: Final[Mapping[str, Sequence[str]]] = types.MappingProxyType(
 )
 """What an eligible hook misses: one read-only mapping shared by all of them. A dict of five
 lists per hook was six of the ~45 objects each hook of a cold load keeps alive through the
-load's collections (bench/NOTES.md, issue 18, session 7)."""
+load's collections."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,31 +69,143 @@ class Eligibility:
     all empty: :data:`NOTHING_MISSING`)."""
 
 
-MAX_KEY_PARTS = 16
-"""The most dot-separated parts one key of a dot path is tried with (entry ``a.b`` of
-``hooks.entries.a.b.x`` is two). Trying every length, a path of 100,000 parts (a HOOK.md's
-``requires.config``) took minutes of the load, its time quadratic in the path's length."""
+DEFAULT_CONFIG_VALUES: Final = types.MappingProxyType(
+    {"browser.enabled": True, "browser.evaluateEnabled": True, "workspace.dir": True}
+)
+"""OpenClaw's defaults for ``requires.config`` paths that its config leaves unset (its
+``src/hooks/config.ts``): such a path is met when the config does not set it at all."""
+
+BLOCKED_KEYS: Final = frozenset({"__proto__", "prototype", "constructor"})
+"""Path segments OpenClaw never follows (an unset value, and no default)."""
+
+_OBJECT_MEMBERS: Final = frozenset(
+    {
+        "hasOwnProperty",
+        "isPrototypeOf",
+        "propertyIsEnumerable",
+        "toLocaleString",
+        "toString",
+        "valueOf",
+        "__defineGetter__",
+        "__defineSetter__",
+        "__lookupGetter__",
+        "__lookupSetter__",
+    }
+)
+_ARRAY_MEMBERS: Final = frozenset(
+    (
+        "at",
+        "concat",
+        "copyWithin",
+        "entries",
+        "every",
+        "fill",
+        "filter",
+        "find",
+        "findIndex",
+        "findLast",
+        "findLastIndex",
+        "flat",
+        "flatMap",
+        "forEach",
+        "includes",
+        "indexOf",
+        "join",
+        "keys",
+        "lastIndexOf",
+        "map",
+        "pop",
+        "push",
+        "reduce",
+        "reduceRight",
+        "reverse",
+        "shift",
+        "slice",
+        "some",
+        "sort",
+        "splice",
+        "toReversed",
+        "toSorted",
+        "toSpliced",
+        "unshift",
+        "values",
+        "with",
+        "",
+    )
+)
 
 
-def lookup_dotted(data: Mapping[str, Any], dotted: str) -> Any:
-    """The value at a dot path, or None. A key may itself contain dots (``hooks.entries.a.b.x``
-    finds entry ``a.b`` when there is one): the longest matching key wins at each level (of at
-    most :data:`MAX_KEY_PARTS` parts)."""
+class _Undefined:
+    """JavaScript's ``undefined``: a path that leads nowhere (``None`` is a JSON ``null``)."""
+
+
+UNDEFINED: Final = _Undefined()
+_MEMBER: Final = object()
+"""A function a JavaScript object inherits (``toString``): truthy, as JavaScript sees it."""
+
+
+def config_path_parts(dotted: str) -> list[str]:
+    """A dot path's segments as OpenClaw splits it: on every dot, empty segments dropped."""
+    return [part for part in dotted.split(".") if part]
+
+
+def resolve_config_path(data: Any, parts: Sequence[str]) -> Any:
+    """The value at ``parts`` as OpenClaw's ``resolveConfigPath`` finds it in JSON-like data:
+    a list's index (and ``length``), an object's own key or a member it inherits; a blocked
+    segment or a scalar on the way is :data:`UNDEFINED`."""
     node: Any = data
-    parts = dotted.split(".")
-    i = 0
-    while i < len(parts):
-        if not isinstance(node, Mapping):
-            return None
-        for j in range(min(len(parts), i + MAX_KEY_PARTS), i, -1):
-            key = ".".join(parts[i:j])
-            if key in node:
-                node = node[key]
-                i = j
-                break
+    for part in parts:
+        if part in BLOCKED_KEYS:
+            return UNDEFINED
+        if isinstance(node, Mapping):
+            if part in node:
+                node = node[part]
+            elif part in _OBJECT_MEMBERS:
+                node = _MEMBER
+            else:
+                return UNDEFINED
+        elif isinstance(node, list | tuple):
+            if part.isdigit() and (part == "0" or not part.startswith("0")):
+                index = int(part)
+                node = node[index] if index < len(node) else UNDEFINED
+            elif part == "length":
+                node = len(node)
+            elif part in _ARRAY_MEMBERS or part in _OBJECT_MEMBERS:
+                node = _MEMBER
+            else:
+                return UNDEFINED
         else:
-            return None
+            return UNDEFINED
+        if node is UNDEFINED:
+            return UNDEFINED
     return node
+
+
+def js_truthy(value: Any) -> bool:
+    """OpenClaw's truthiness of a config value: unset and ``null`` false, booleans as they are,
+    numbers other than 0, strings with something besides whitespace, everything else (an
+    object or a list, empty or not) true."""
+    if value is UNDEFINED or value is None:
+        return False
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return value != 0
+    if isinstance(value, str):
+        return bool(value.strip())
+    return True
+
+
+def config_path_met(data: Any, dotted: str, parts: Sequence[str] | None = None) -> bool:
+    """Whether ``requires.config`` path ``dotted`` is met in ``data``, as OpenClaw decides it:
+    the value is truthy (:func:`js_truthy`), or unset with a default in
+    :data:`DEFAULT_CONFIG_VALUES`. ``parts``: the segments to look up, when they are not
+    ``dotted``'s own."""
+    segments = config_path_parts(dotted) if parts is None else parts
+    value = resolve_config_path(data, segments)
+    if value is UNDEFINED and dotted in DEFAULT_CONFIG_VALUES:
+        return DEFAULT_CONFIG_VALUES[dotted]
+    return js_truthy(value)
 
 
 class EligibilityChecker:
@@ -140,7 +252,9 @@ class EligibilityChecker:
                 reasons.append(f"None of: {', '.join(req.any_bins)}")
                 missing["anyBins"] = list(req.any_bins)
             for name in req.env:
-                if not (self._environ.get(name) or entry.env.get(name)):
+                if not (
+                    (self._environ.get(name) or "").strip() or (entry.env.get(name) or "").strip()
+                ):
                     reasons.append(f"Env missing: {name}")
                     missing["env"].append(name)
             for dotted in req.config:
@@ -154,13 +268,17 @@ class EligibilityChecker:
 
     def config_problem(self, dotted: str) -> str | None:
         """Why ``requires.config`` path ``dotted`` is not met, or ``None`` when it is."""
-        path = dotted.removeprefix("hooks.internal.")
-        if path != dotted:
-            path = f"hooks.{path}"
-        root = path.split(".", 1)[0]
+        parts = config_path_parts(dotted)
+        if parts[:2] == ["hooks", "internal"]:
+            parts = ["hooks", *parts[2:]]  # gatewayd's config folds hooks.internal into hooks
+        root = parts[0] if parts else ""
         if root in self._effective or root in OWN_ROOTS:
-            return None if lookup_dotted(self._effective, path) else f"Config missing: {dotted}"
+            if config_path_met(self._effective, dotted, parts):
+                return None
+            return f"Config missing: {dotted}"
         agent = self._agent
+        if config_path_met(agent.data, dotted):
+            return None
         if agent.source is None:
             return (
                 f"Config missing: {dotted} (not a gatewayd key; set agent.configFile to the "
@@ -168,6 +286,4 @@ class EligibilityChecker:
             )
         if agent.error is not None:
             return f"Config missing: {dotted} ({agent.error})"
-        if not lookup_dotted(agent.data, dotted):
-            return f"Config missing: {dotted} (not set, or false, in {agent.source})"
-        return None
+        return f"Config missing: {dotted} (not set, or false, in {agent.source})"

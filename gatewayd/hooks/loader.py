@@ -487,7 +487,10 @@ class _Builder:
                 directory, dir_st = real_path(hook.path, hook.root.path, hook.root.real)
             except OSError as exc:
                 raise _Failure(f"{hook.path}: cannot stat: {exc.strerror or exc}") from None
-            if not any(is_inside(directory, root, strict=True) for root in allowed_roots):
+            own_root = os.fspath(directory) == os.fspath(hook.root.real)  # an extra dir hook
+            if not own_root and not any(
+                is_inside(directory, root, strict=True) for root in allowed_roots
+            ):
                 raise _Failure(
                     f"{hook.path}: resolves to {directory}, outside every hook root; "
                     "move the hook directory into a hook root instead of linking to it"

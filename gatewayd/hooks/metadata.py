@@ -1,29 +1,30 @@
-"""Reading ``HOOK.md``: the YAML frontmatter, validated into a typed :class:`HookManifest`.
+"""Reading ``HOOK.md``: its frontmatter, read as OpenClaw reads it, into a :class:`HookManifest`.
 
-A ``HOOK.md`` starts with a ``---`` line, then YAML (nested maps and inline JSON both work: JSON
-is YAML), then a closing ``---`` line, then Markdown (docs/design.md section 2). CRLF files read the
-same. The hook's own fields live under ``metadata.eliza``; ``metadata.openclaw``,
-``metadata.milady`` and OpenClaw's legacy ``metadata.clawdbot`` are read the same way (the first
-present wins), so existing hook packs work unchanged. A Hermes ``HOOK.yaml`` is the same fields
-as plain YAML (``name``, ``description``, ``events``), with no Markdown around it.
+The frontmatter is read by :mod:`gatewayd.hooks.frontmatter`, exactly as OpenClaw 2026.9.6 reads
+it (the differential test, ``tests/openclaw``, runs OpenClaw's own code on the same files): YAML,
+else line by line; top-level values as strings; ``metadata`` as JSON or JSON5. The hook's fields
+live under ``metadata.eliza`` (gatewayd's own), ``metadata.openclaw``, ``metadata.milady`` or
+OpenClaw's legacy ``metadata.clawdbot``: the first of them that holds an object. A Hermes
+``HOOK.yaml`` is the same fields as plain YAML at its top level.
 
-Lenient where OpenClaw is, so that hooks written for it load as they do there:
+The fields OpenClaw reads are read as it reads them, so a hook runs here when it runs there:
 
-* a value with an unquoted colon (``description: Runs at: startup``) is read as the string it is;
-* a list may be written as one comma-separated string (``events: command:new, command:reset``);
-* booleans may be strings: ``"true"``/``"false"``, ``yes``/``no``, ``on``/``off``, ``1``/``0``;
-* ``os`` takes every platform name Node knows (``freebsd``, ``openbsd``, ...); another is a warning;
-* a top-level ``enabled: false`` makes the hook opt-in: off until the config enables it;
-* with no namespace, ``metadata.events`` (or a top-level ``events``) is read as the metadata.
+* ``always`` bypasses ``requires`` only as a real boolean ``true`` (``"true"`` and ``yes`` do
+  not); ``emoji``, ``homepage``, ``hookKey`` and ``export`` count only as strings;
+* ``events``, ``os`` and each ``requires`` list: a list's entries as strings, trimmed, empty
+  ones dropped, or one comma-separated string; ``requires`` counts only as an object;
+* ``name`` and ``description``: the top-level value as a string, trimmed (an empty name is the
+  directory's).
 
-Strict where a mistake would be silent: every known field is type-checked, and each error names
-the file, the field path and what was expected (``hooks/foo/HOOK.md: metadata.eliza.always must
-be true or false, got 'maybe'``). Event names never make a hook invalid: each is resolved by
-:mod:`gatewayd.hooks.vocabulary`, and a name no emitter produces is a *warning* with the nearest
-known name. Unknown keys inside the hook's namespace, an unknown namespace, or a platform name
-Node does not know are warnings too (``hooks check`` and the log show them; ``--strict`` fails on
-them), because a typo such as ``requires.bin`` would otherwise silently switch a check off.
-Unknown top-level frontmatter keys (``version``, ``author``, ...) are ignored.
+A value OpenClaw ignores is ignored here too, never a reason to refuse the hook, and each one is
+a *warning* naming the field and the fix (``hooks check`` shows it; ``--strict`` fails on it), so
+the mistake is not silent. So are a YAML error that made the line-by-line reading take over (and
+what that reading lost), unknown keys in the namespace, an unknown namespace, and a platform name
+Node does not know. Event names never make a hook invalid: each is resolved by
+:mod:`gatewayd.hooks.vocabulary`, and a name no emitter produces is a warning with the nearest
+known one. The fields only gatewayd reads (``timeoutMs``, ``priority``, ``background``,
+``agents``) are type-checked, and a wrong one makes the hook ``invalid`` with the file, the
+field and what was expected.
 
 :func:`read_manifest` raises :class:`ManifestError` carrying every problem found.
 """
@@ -31,18 +32,23 @@ Unknown top-level frontmatter keys (``version``, ``author``, ...) are ignored.
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Final
-
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
-from pydantic.alias_generators import to_camel
+from typing import Any, Final
 
 from gatewayd.atomic import read_regular
+from gatewayd.hooks.frontmatter import (
+    NoFrontmatter,
+    js_json,
+    manifest_block,
+    parse_bool,
+    parse_metadata_text,
+    read_frontmatter,
+    string_list,
+)
 from gatewayd.hooks.names import name_problem, normalize_name
 from gatewayd.hooks.spec import MAX_TIMEOUT_MS
 from gatewayd.hooks.vocabulary import resolve_all
@@ -50,6 +56,9 @@ from gatewayd.yamlio import YamlError, load_yaml
 
 NAMESPACES: Final = ("eliza", "openclaw", "milady", "clawdbot")
 """Where hook metadata may live under ``metadata``, in order of preference."""
+
+OPENCLAW_NAMESPACES: Final = ("openclaw", "clawdbot")
+"""The namespaces OpenClaw itself reads (its manifest key and its legacy one)."""
 
 PLATFORMS: Final = frozenset(
     {
@@ -70,32 +79,6 @@ PLATFORMS: Final = frozenset(
 
 _PLATFORM_HINTS: Final = {"macos": "darwin", "mac": "darwin", "osx": "darwin", "windows": "win32"}
 
-_TRUE: Final = frozenset({"true", "1", "yes", "on"})
-_FALSE: Final = frozenset({"false", "0", "no", "off"})
-
-
-def _lenient_bool(value: Any) -> Any:
-    """``true``/``false`` and, as OpenClaw reads them, the strings ``"true"``, ``"yes"``,
-    ``"on"``, ``"1"`` (and their opposites); anything else is left for the type check."""
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text in _TRUE:
-            return True
-        if text in _FALSE:
-            return False
-    return value
-
-
-def _comma_list(value: Any) -> Any:
-    """A comma-separated string as the list it stands for (OpenClaw's ``normalizeStringList``)."""
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
-    return value
-
-
-LenientBool = Annotated[bool, BeforeValidator(_lenient_bool)]
-StrList = Annotated[list[str], BeforeValidator(_comma_list)]
-
 
 class ManifestError(ValueError):
     """A ``HOOK.md`` that cannot be used; ``errors`` holds one line per problem."""
@@ -105,67 +88,18 @@ class ManifestError(ValueError):
         super().__init__("; ".join(errors))
 
 
-class _Strict(BaseModel):
-    # strict: no coercion ("yes" is not a bool, 3 is not a str); extra keys are kept so that
-    # they can be reported as warnings instead of failing a hook pack.
-    model_config = ConfigDict(
-        extra="allow", alias_generator=to_camel, populate_by_name=True, frozen=True, strict=True
-    )
+@dataclass(frozen=True, slots=True)
+class Requires:
+    """``requires``: what must be present for the hook to be eligible."""
 
-
-# Mutable defaults are given as factories: a plain ``[]`` or ``Requires()`` default is
-# deep-copied by pydantic on every validation (2,000 ``copy.deepcopy`` calls per 1,000
-# manifests, ~40% of their validation; bench/NOTES.md, issue 18).
-
-
-class Requires(_Strict):
-    """``metadata.eliza.requires``: what must be present for the hook to be eligible."""
-
-    bins: StrList = Field(default_factory=list)
-    any_bins: StrList = Field(default_factory=list)
-    env: StrList = Field(default_factory=list)
-    config: StrList = Field(default_factory=list)
+    bins: list[str] = field(default_factory=list)
+    any_bins: list[str] = field(default_factory=list)
+    env: list[str] = field(default_factory=list)
+    config: list[str] = field(default_factory=list)
 
 
 NO_REQUIREMENTS: Final = Requires()
-"""What a hook that declares no ``requires`` has: one instance shared by all of them (the model
-is frozen and nothing changes its lists). Built per manifest it was 8 objects of each hook's
-load (bench/NOTES.md, issue 18, session 6)."""
-
-
-def _no_requirements() -> Requires:
-    return NO_REQUIREMENTS
-
-
-class ElizaMeta(_Strict):
-    """``metadata.eliza`` (or ``openclaw`` / ``milady``) as written in the file."""
-
-    always: LenientBool = False
-    hook_key: str | None = None
-    emoji: str | None = None
-    homepage: str | None = None
-    events: StrList = Field(default_factory=list)
-    export: str | None = None
-    os: StrList = Field(default_factory=list)
-    requires: Requires = Field(default_factory=_no_requirements)
-    install: list[dict[str, Any]] = Field(default_factory=list)
-    timeout_ms: int | None = Field(None, ge=1, le=MAX_TIMEOUT_MS)
-    priority: int | None = None
-    background: bool = False
-    agents: StrList | None = None
-
-
-class _Frontmatter(BaseModel):
-    # Unknown top-level keys belong to the document (version, author, ...): ignored.
-    model_config = ConfigDict(
-        extra="ignore", alias_generator=to_camel, populate_by_name=True, frozen=True, strict=True
-    )
-
-    name: str | None = None
-    description: str | None = None
-    homepage: str | None = None
-    timeout_ms: int | None = Field(None, ge=1, le=MAX_TIMEOUT_MS)
-    enabled: LenientBool = True
+"""What a hook that declares no ``requires`` has: one instance shared by all of them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +113,7 @@ class HookManifest:
     homepage: str | None = None
     emoji: str | None = None
     events: tuple[str, ...] = ()
-    """The event names as written (``message_sending``, ``command:new``)."""
+    """The event names as written, trimmed (``message_sending``, ``command:new``)."""
     keys: tuple[str, ...] = ()
     """The dispatch keys they stand for (``message:sending``, ``command:new``)."""
     export: str | None = None
@@ -206,168 +140,120 @@ class HookManifest:
     warnings: tuple[str, ...] = ()
 
 
-_TIMEOUT: Final = f"a positive integer (milliseconds, at most {MAX_TIMEOUT_MS})"
-
-# What each field must be, for error messages; keyed by the field path as written in the file.
-_EXPECTED: Final = {
-    "name": "a string",
-    "description": "a string",
-    "homepage": "a string",
-    "timeoutMs": _TIMEOUT,
-    "enabled": "true or false",
-    "always": "true or false",
-    "hookKey": "a string",
-    "emoji": "a string",
-    "export": "a string",
-    "events": "a list of strings (or one comma-separated string)",
-    "os": "a list of strings (or one comma-separated string)",
-    "requires": "a mapping with bins, anyBins, env and config",
-    "requires.bins": "a list of strings",
-    "requires.anyBins": "a list of strings",
-    "requires.env": "a list of strings",
-    "requires.config": "a list of strings",
-    "install": "a list of mappings",
-    "priority": "an integer (lower runs earlier; default 100)",
-    "background": "true or false",
-    "agents": "a list of agent ids (or one comma-separated string)",
-}
+_KNOWN_FIELDS: Final = frozenset(
+    {
+        "always",
+        "hookKey",
+        "emoji",
+        "homepage",
+        "events",
+        "export",
+        "os",
+        "requires",
+        "install",
+        "timeoutMs",
+        "priority",
+        "background",
+        "agents",
+    }
+)
+_REQUIRES_FIELDS: Final = ("bins", "anyBins", "env", "config")
 
 
-def split_frontmatter(text: str, source: str) -> tuple[str, str]:
-    """Split ``HOOK.md`` text into (YAML, Markdown body). The YAML keeps the file's line numbers
-    (the opening ``---`` becomes an empty line) so parser errors point at the right line."""
-    text = text.removeprefix("\ufeff").replace("\r\n", "\n")
-    first, _, rest = text.partition("\n")
-    if first.rstrip() != "---":
-        raise ManifestError(
-            [f"{source}: no YAML frontmatter: the file must start with a '---' line"]
+def _ignored(prefix: str, key: str, value: Any, expected: str) -> str:
+    return (
+        f"{prefix}{key}: {js_json(value)} is not {expected}: ignored, as OpenClaw ignores it "
+        f"(write {expected})"
+    )
+
+
+def _strings(block: Mapping[str, Any], key: str, prefix: str, notes: list[str]) -> list[str]:
+    """A list field read as OpenClaw reads it; a value it cannot read is a warning."""
+    if key not in block:
+        return []
+    value = block[key]
+    if not isinstance(value, list | str) and value is not None:
+        notes.append(_ignored(prefix, key, value, "a list of strings"))
+    elif isinstance(value, list) and any(not isinstance(v, str) for v in value):
+        notes.append(
+            f"{prefix}{key}: entries that are not strings are read as their text, as OpenClaw "
+            f"reads them: {js_json(value)}"
         )
-    lines = rest.split("\n")
-    for i, line in enumerate(lines):
-        if line.rstrip() in ("---", "..."):
-            return "\n" + "\n".join(lines[:i]) + "\n", "\n".join(lines[i + 1 :])
-    raise ManifestError([f"{source}: the frontmatter opened on line 1 is never closed by '---'"])
+    return string_list(value)
 
 
-def _value_at(data: Any, parts: list[str]) -> Any:
-    for part in parts:
-        if not isinstance(data, Mapping):
-            return None
-        data = data.get(part)
-    return data
+def _string(block: Mapping[str, Any], key: str, prefix: str, notes: list[str]) -> str | None:
+    value = block.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    notes.append(_ignored(prefix, key, value, "a string"))
+    return None
 
 
-def _type_errors(
-    exc: ValidationError, raw: Mapping[str, Any], source: str, prefix: str
-) -> list[str]:
-    """One ``file: field must be X, got Y`` line per offending field (not per list item)."""
-    errors: dict[str, str] = {}
-    for err in exc.errors():
-        parts = [str(p) for p in err["loc"] if isinstance(p, str)]
-        # Walk up to the deepest field we have a description for (`requires.bins.0` -> bins).
-        while parts and ".".join(parts) not in _EXPECTED:
-            parts.pop()
-        field = ".".join(parts)
-        if not field or field in errors:
-            if not field:
-                errors.setdefault(f"?{len(errors)}", f"{source}: {prefix}{err['msg']}")
-            continue
-        got = _value_at(raw, parts)
-        errors[field] = f"{source}: {prefix}{field} must be {_EXPECTED[field]}, got {got!r}"
-    return list(errors.values())
+def _gatewayd_fields(
+    block: Mapping[str, Any], prefix: str, where: str, errors: list[str]
+) -> dict[str, Any]:
+    """The fields only gatewayd reads, type-checked: a wrong one is an error."""
+    out: dict[str, Any] = {}
+
+    def fail(key: str, expected: str) -> None:
+        errors.append(f"{where}: {prefix}{key} must be {expected}, got {block[key]!r}")
+
+    if "timeoutMs" in block:
+        value = block["timeoutMs"]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not 1 <= value <= MAX_TIMEOUT_MS
+        ):
+            fail("timeoutMs", f"a positive integer (milliseconds, at most {MAX_TIMEOUT_MS})")
+        else:
+            out["timeout_ms"] = value
+    if "priority" in block:
+        value = block["priority"]
+        if isinstance(value, bool) or not isinstance(value, int):
+            fail("priority", "an integer (lower runs earlier; default 100)")
+        else:
+            out["priority"] = value
+    if "background" in block:
+        if not isinstance(block["background"], bool):
+            fail("background", "true or false")
+        else:
+            out["background"] = block["background"]
+    if "agents" in block:
+        value = block["agents"]
+        if isinstance(value, str) or (
+            isinstance(value, list) and all(isinstance(v, str) for v in value)
+        ):
+            out["agents"] = tuple(string_list(value))
+        else:
+            fail("agents", "a list of agent ids (or one comma-separated string)")
+    return out
 
 
-def _unknown_keys(meta: ElizaMeta, prefix: str) -> list[str]:
-    warnings = [
-        f"{prefix}{key}: unknown key, ignored (check the spelling)"
-        for key in (meta.model_extra or {})
-    ]
-    warnings += [
-        f"{prefix}requires.{key}: unknown key, ignored (expected bins, anyBins, env or config)"
-        for key in (meta.requires.model_extra or {})
-    ]
-    return warnings
-
-
-def _metadata_mapping(value: Any, source: str) -> dict[str, Any]:
-    """``metadata`` as a mapping; a string holding JSON (as some hook packs write it) is parsed."""
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as exc:
-            raise ManifestError(
-                [f"{source}: metadata is a string that is not valid JSON: {exc}"]
-            ) from None
-        except RecursionError:
-            raise ManifestError(
-                [f"{source}: metadata is a JSON string nested too deeply to read; write it flatter"]
-            ) from None
-    if not isinstance(value, dict):
-        raise ManifestError(
-            [f"{source}: metadata must be a mapping (nested YAML or inline JSON), got {value!r}"]
+def _requires(block: Mapping[str, Any], prefix: str, notes: list[str]) -> Requires:
+    if "requires" not in block or block["requires"] is None:
+        if "requires" in block:
+            notes.append(
+                _ignored(prefix, "requires", None, "a mapping with bins, anyBins, env and config")
+            )
+        return NO_REQUIREMENTS
+    raw = block["requires"]
+    if not isinstance(raw, dict):
+        notes.append(
+            _ignored(prefix, "requires", raw, "a mapping with bins, anyBins, env and config")
         )
-    return value
-
-
-_PLAIN_VALUE = re.compile(r"^(?P<lead>\s*[A-Za-z_][\w-]*:[ \t]+)(?P<value>[^'\"{\[|>&*!#\s].*)$")
-
-
-def _quote_colon_values(yaml_text: str) -> str:
-    """Quote every plain ``key: value`` whose value holds ``': '`` (``description: Runs at:
-    startup``): YAML refuses it, OpenClaw reads it as the string it plainly is."""
-    lines = yaml_text.split("\n")
-    for i, line in enumerate(lines):
-        match = _PLAIN_VALUE.match(line)
-        if match and ": " in match["value"]:
-            lines[i] = match["lead"] + json.dumps(match["value"].rstrip(), ensure_ascii=False)
-    return "\n".join(lines)
-
-
-def _load_frontmatter(yaml_text: str, where: str) -> Any:
-    try:
-        return load_yaml(yaml_text, where)
-    except YamlError as exc:
-        repaired = _quote_colon_values(yaml_text)
-        if repaired == yaml_text:
-            raise ManifestError([str(exc)]) from None
-        try:
-            return load_yaml(repaired, where)
-        except YamlError:
-            raise ManifestError([str(exc)]) from None
-
-
-_META_FIELDS: Final = frozenset(ElizaMeta.model_fields) | {
-    field.alias for field in ElizaMeta.model_fields.values() if field.alias
-}
-
-
-def _select_metadata(
-    raw: Mapping[str, Any], metadata: dict[str, Any], where: str
-) -> tuple[str | None, str, Any, list[str]]:
-    """``(namespace, prefix, mapping, warnings)``: where this hook's metadata is read from.
-
-    A known namespace wins; else ``metadata`` itself when it holds metadata fields (``events``,
-    ...); else the frontmatter's top level (a Hermes HOOK.yaml, or ``events:`` written there).
-    A namespace gatewayd does not read is named in a warning, never skipped in silence.
-    """
-    namespace = next((ns for ns in NAMESPACES if ns in metadata), None)
-    if namespace is not None:
-        ns_raw = metadata.get(namespace)
-        if isinstance(ns_raw, Mapping) and "events" not in ns_raw and "events" in raw:
-            ns_raw = {**ns_raw, "events": raw["events"]}  # events written at the top level
-        return namespace, f"metadata.{namespace}.", ns_raw, []
-    warnings = [
-        f"metadata.{key}: not a namespace gatewayd reads (it reads metadata."
-        f"{', metadata.'.join(NAMESPACES)}); its fields are ignored: rename it to metadata.eliza"
-        for key, value in metadata.items()
-        if isinstance(value, Mapping) and key not in _META_FIELDS
-    ]
-    if _META_FIELDS & set(metadata):
-        return None, "metadata.", metadata, warnings
-    top = {k: v for k, v in raw.items() if k in _META_FIELDS and k not in ("timeoutMs", "homepage")}
-    return None, "", top, warnings
+        return NO_REQUIREMENTS
+    sub = f"{prefix}requires."
+    for key in raw:
+        if key not in _REQUIRES_FIELDS:
+            notes.append(
+                f"{sub}{key}: unknown key, ignored (expected bins, anyBins, env or config)"
+            )
+    lists = {key: _strings(raw, key, sub, notes) for key in _REQUIRES_FIELDS}
+    if not any(lists.values()):
+        return Requires()
+    return Requires(lists["bins"], lists["anyBins"], lists["env"], lists["config"])
 
 
 def _platform_warnings(systems: list[str], prefix: str) -> list[str]:
@@ -386,92 +272,183 @@ def _platform_warnings(systems: list[str], prefix: str) -> list[str]:
     return warnings
 
 
+_PLAIN_VALUE = re.compile(r"^(?P<lead>\s*[A-Za-z_][\w-]*:[ \t]+)(?P<value>[^'\"{\[|>&*!#\s].*)$")
+
+
+def _quote_colon_values(yaml_text: str) -> str:
+    """Quote every plain ``key: value`` whose value holds ``': '`` (``description: Runs at:
+    startup``): YAML refuses it, OpenClaw reads it as the string it plainly is."""
+    lines = yaml_text.split("\n")
+    for i, line in enumerate(lines):
+        match = _PLAIN_VALUE.match(line)
+        if match and ": " in match["value"]:
+            lines[i] = match["lead"] + js_json(match["value"].rstrip())
+    return "\n".join(lines)
+
+
+def _metadata(
+    values: Mapping[str, str], yaml: Mapping[str, Any] | None, notes: list[str]
+) -> tuple[str | None, Any]:
+    """``(namespace, block)``: the namespace OpenClaw's reading of ``metadata`` finds first;
+    else gatewayd's own (``eliza``, ``milady``) from the YAML structure; else ``metadata``
+    itself when it holds hook fields (``metadata.events``)."""
+    text = values.get("metadata")
+    openclaw_meta = parse_metadata_text(text) if text is not None else None
+    namespace, block = manifest_block(openclaw_meta, NAMESPACES)
+    if namespace is not None:
+        return namespace, block
+    yaml_meta = yaml.get("metadata") if yaml is not None else None
+    own, own_block = manifest_block(yaml_meta, NAMESPACES)
+    if own is not None:
+        if own not in OPENCLAW_NAMESPACES:
+            return own, own_block
+        notes.append(
+            f"metadata.{own}: OpenClaw reads metadata written on the 'metadata:' line as JSON "
+            f"or JSON5, and {text!r} is neither, so the hook has no metadata and subscribes to "
+            "nothing: quote its strings (JSON) or write it as nested YAML below 'metadata:'"
+        )
+        return None, None
+    if text is not None and not isinstance(openclaw_meta, dict) and not isinstance(yaml_meta, dict):
+        notes.append(f"metadata: {text!r} is no mapping (nested YAML or JSON): ignored")
+    meta = yaml_meta if isinstance(yaml_meta, dict) else openclaw_meta
+    if not isinstance(meta, dict):
+        return None, None
+    for key, value in meta.items():
+        if isinstance(value, dict) and key not in _KNOWN_FIELDS:
+            notes.append(
+                f"metadata.{key}: not a namespace gatewayd reads (it reads metadata."
+                f"{', metadata.'.join(NAMESPACES)}); its fields are ignored: rename it to "
+                "metadata.openclaw"
+            )
+    return (None, meta) if _KNOWN_FIELDS & set(meta) else (None, None)
+
+
 def parse_manifest(text: str, path: Path, *, source: str | None = None) -> HookManifest:
     """Validate ``HOOK.md`` (or Hermes ``HOOK.yaml``) text. ``source`` is the file name used in
     messages (default ``path``).
 
-    A missing ``name`` defaults to the hook directory's name, ``hookKey`` to the name.
-    Raises :class:`ManifestError` with every problem found.
+    A missing (or empty) ``name`` defaults to the hook directory's name, ``hookKey`` to the
+    name. Raises :class:`ManifestError` with every problem found.
     """
     where = source or str(path)
+    errors: list[str] = []
+    notes: list[str] = []
+    yaml_error: str | None = None
     hermes = path.name == "HOOK.yaml"
     if hermes:
-        yaml_text = text.removeprefix("\ufeff").replace("\r\n", "\n")
-    else:
-        yaml_text, _ = split_frontmatter(text, where)
-    raw = _load_frontmatter(yaml_text, where)
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        what = "the file" if hermes else "the frontmatter"
-        raise ManifestError(
-            [f"{where}: {what} must be a mapping of keys, got a {type(raw).__name__}"]
-        )
-
-    errors: list[str] = []
-    try:
-        front = _Frontmatter.model_validate(raw)
-    except ValidationError as exc:
-        errors += _type_errors(exc, raw, where, "")
-        front = _Frontmatter()
-
-    metadata = _metadata_mapping(raw.get("metadata"), where)
-    namespace, prefix, ns_raw, notes = _select_metadata(raw, metadata, where)
-    meta: ElizaMeta | None = None
-    if ns_raw is None:
-        ns_raw = {}
-    if not isinstance(ns_raw, dict):
-        errors.append(f"{where}: metadata.{namespace} must be a mapping, got {ns_raw!r}")
+        try:
+            raw = load_yaml(text.removeprefix("\ufeff").replace("\r\n", "\n"), where)
+        except YamlError as exc:
+            raise ManifestError([str(exc)]) from None
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise ManifestError(
+                [f"{where}: the file must be a mapping of keys, got a {type(raw).__name__}"]
+            )
+        values: Mapping[str, str] = {
+            str(k).strip(): v for k, v in raw.items() if isinstance(v, str)
+        }
+        yaml: Mapping[str, Any] | None = raw
+        namespace, block, prefix = None, {k: v for k, v in raw.items() if k in _KNOWN_FIELDS}, ""
     else:
         try:
-            meta = ElizaMeta.model_validate(ns_raw)
-        except ValidationError as exc:
-            errors += _type_errors(exc, ns_raw, where, prefix)
-    if meta is None:  # the defaults, so that the checks below still run
-        meta = ElizaMeta()
-
-    if len(meta.events) > MAX_EVENTS:
+            front = read_frontmatter(text, where, repair=_quote_colon_values)
+        except NoFrontmatter as exc:
+            raise ManifestError([f"{where}: {exc}"]) from None
+        values, yaml, yaml_error = front.values, front.yaml, front.yaml_error
+        if yaml_error is not None:
+            notes.append(
+                f"{front.yaml_error}: the frontmatter is read line by line, as OpenClaw reads "
+                "it then (each top-level 'key: value' line; nested YAML below a key is lost)"
+            )
+        namespace, block = _metadata(values, yaml, notes)
+        prefix = f"metadata.{namespace}." if namespace else "metadata."
+        if block is None and yaml is not None:
+            top = {k: v for k, v in yaml.items() if k in ("events",)}
+            if top:
+                block, prefix = top, ""
+    if not isinstance(block, dict):
+        block = {}
+    if namespace is not None:
+        notes += [
+            f"{prefix}{key}: unknown key, ignored (check the spelling)"
+            for key in block
+            if key not in _KNOWN_FIELDS
+        ]
+    if "always" in block and not isinstance(block["always"], bool):
+        notes.append(_ignored(prefix, "always", block["always"], "true or false"))
+    always = block.get("always") is True
+    events = _strings(block, "events", prefix, notes)
+    if len(events) > MAX_EVENTS:
         errors.append(
-            f"{where}: {prefix}events lists {len(meta.events)} keys, more than {MAX_EVENTS}: list "
+            f"{where}: {prefix}events lists {len(events)} keys, more than {MAX_EVENTS}: list "
             "the events the hook handles (a type alone, such as command, covers all of its actions)"
         )
-        meta = meta.model_copy(update={"events": []})
-    keys, event_warnings = resolve_all(meta.events)
+        events = []
+    systems = _strings(block, "os", prefix, notes)
+    requires = _requires(block, prefix, notes)
+    install = block.get("install", [])
+    if not isinstance(install, list):
+        notes.append(_ignored(prefix, "install", install, "a list of mappings"))
+        install = []
+    install = [item for item in install if isinstance(item, dict)]
+    hook_key = _string(block, "hookKey", prefix, notes)
+    export = _string(block, "export", prefix, notes)
+    if export is not None:
+        export = export.strip() or None
+    if export is not None and not export.isidentifier():
+        errors.append(f"{where}: {prefix}export must be a Python identifier, got {export!r}")
+    emoji = _string(block, "emoji", prefix, notes)
+    homepage = _string(block, "homepage", prefix, notes) or values.get("homepage")
+    own = _gatewayd_fields(block, prefix, where, errors)
+    if not hermes and yaml is not None and "timeoutMs" in yaml:
+        top = _gatewayd_fields({"timeoutMs": yaml["timeoutMs"]}, "", where, errors)
+        own.setdefault("timeout_ms", top.get("timeout_ms"))
+    written_name = values.get("name")
+    name = normalize_name(written_name or path.parent.name)
+    if problem := name_problem(name, "name" if written_name else "directory name"):
+        errors.append(f"{where}: {problem}")
+    if hook_key is not None:
+        hook_key = normalize_name(hook_key)
+        if problem := name_problem(hook_key, f"{prefix}hookKey"):
+            errors.append(f"{where}: {problem}")
+    enabled_text = values.get("enabled")
+    enabled = parse_bool(enabled_text)
+    if enabled_text is not None and enabled is None:
+        notes.append(f"enabled: {enabled_text!r} is not true or false: the hook stays enabled")
+    if yaml_error is not None and not events:
+        # Read line by line it subscribes to nothing, so it could never run (under OpenClaw
+        # neither): the YAML error is what to fix, and the hook is invalid until it is.
+        errors.append(
+            f"{yaml_error} (read line by line, as OpenClaw then reads it, it subscribes to no "
+            "event)"
+        )
+    keys, event_warnings = resolve_all(events)
     notes += [f"{prefix}{warning}" for warning in event_warnings]
-    notes += _platform_warnings(meta.os, prefix)
-    if meta.export is not None and not meta.export.isidentifier():
-        errors.append(f"{where}: {prefix}export must be a Python identifier, got {meta.export!r}")
-    name = normalize_name(front.name if front.name is not None else path.parent.name)
-    if problem := name_problem(name, "name" if front.name is not None else "directory name"):
-        errors.append(f"{where}: {problem}")
-    hook_key = normalize_name(meta.hook_key) if meta.hook_key is not None else None
-    if hook_key is not None and (problem := name_problem(hook_key, f"{prefix}hookKey")):
-        errors.append(f"{where}: {problem}")
+    notes += _platform_warnings(systems, prefix)
     if errors:
         raise ManifestError(errors)
-
-    if namespace is not None:
-        notes += _unknown_keys(meta, prefix)
     return HookManifest(
         path=path,
         name=name,
         hook_key=hook_key or name,
-        description=front.description or "",
-        homepage=meta.homepage or front.homepage,
-        emoji=meta.emoji,
-        events=tuple(meta.events),
+        description=values.get("description") or "",
+        homepage=homepage,
+        emoji=emoji,
+        events=tuple(events),
         keys=keys,
-        export=meta.export,
-        always=meta.always,
-        os=tuple(meta.os),
-        requires=meta.requires,
-        install=tuple(meta.install),
-        timeout_ms=meta.timeout_ms if meta.timeout_ms is not None else front.timeout_ms,
-        priority=meta.priority,
-        background=meta.background,
-        agents=tuple(meta.agents) if meta.agents is not None else None,
+        export=export,
+        always=always,
+        os=tuple(systems),
+        requires=requires,
+        install=tuple(install),
+        timeout_ms=own.get("timeout_ms"),
+        priority=own.get("priority"),
+        background=own.get("background", False),
+        agents=own.get("agents"),
         namespace=namespace,
-        enabled=front.enabled,
+        enabled=enabled is not False,
         hermes=hermes,
         warnings=tuple(f"{where}: {w}" for w in notes),
     )

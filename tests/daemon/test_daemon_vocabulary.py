@@ -31,7 +31,11 @@ def test_status_words_and_exit_codes_agree(
     hooks = state_dir / "hooks"
     write_hook(hooks, "fine")
     write_hook(hooks, "broken", handler="raise RuntimeError('boom at import')\n")
-    write_hook(hooks, "bad", hook_md="---\nname: bad\nmetadata: {eliza: {events: 7}}\n---\n")
+    write_hook(
+        hooks,
+        "bad",
+        hook_md="---\nname: bad\nmetadata: {eliza: {events: [x], timeoutMs: soon}}\n---\n",
+    )
     write_hook(hooks, "off")
     write_hook(hooks, "idle", events=None)
     daemon = start_daemon({"hooks": {"entries": {"off": {"enabled": False}}}})

@@ -41,7 +41,13 @@ def test_hostile_names_are_invalid_and_listed_escaped(
     for label, name in HOSTILE.items():
         write_hook(hooks, label, frontmatter={"name": name})
     # A directory name alone (no name in HOOK.md) is the hook's name: checked the same way.
-    write_hook(hooks, "x", dirname="dir\x1b]0;title\x07name", frontmatter={"name": None})
+    # (``name: null`` would not do: OpenClaw, and so gatewayd, reads the line as the name "null".)
+    write_hook(
+        hooks,
+        "x",
+        dirname="dir\x1b]0;title\x07name",
+        hook_md='---\nmetadata: {"eliza": {"events": ["command:new"]}}\n---\n',
+    )
     listing = run_cli("hooks", "list", "--local", "--json")
     assert listing.returncode == 0, listing.stderr
     records = {r["path"]: r for r in json.loads(listing.stdout)["hooks"]}

@@ -110,15 +110,25 @@ def test_resolve_all_dedups_keys_and_keeps_every_warning() -> None:
 def test_unquoted_colon_in_a_value_is_read_as_openclaw_reads_it() -> None:
     m = parse(
         "---\nname: foo\ndescription: Runs at: startup, and logs: everything\n"
-        "metadata: {openclaw: {events: [command:new]}}\n---\n"
+        "metadata: {openclaw: {events: ['command:new']}}\n---\n"
     )
     assert m.description == "Runs at: startup, and logs: everything"
     assert m.events == ("command:new",)
 
 
-def test_string_booleans_and_comma_lists() -> None:
+def test_flow_metadata_openclaw_cannot_read_is_no_metadata_with_a_warning() -> None:
+    # On the metadata line, with a colon in it, OpenClaw reads the text as JSON or JSON5:
+    # `command:new` unquoted is neither, so the hook subscribes to nothing there (and here).
+    m = parse("---\nname: foo\nmetadata: {openclaw: {events: [command:new]}}\n---\n")
+    assert m.events == ()
+    (warning,) = m.warnings
+    assert "metadata.openclaw: OpenClaw reads metadata written on the 'metadata:' line" in warning
+    assert "quote its strings" in warning
+
+
+def test_comma_lists() -> None:
     m = parse(
-        "---\nmetadata:\n  openclaw:\n    always: 'true'\n    events: 'command:new, command:stop'\n"
+        "---\nmetadata:\n  openclaw:\n    always: true\n    events: 'command:new, command:stop'\n"
         "    os: linux, freebsd\n    requires: {bins: 'git, jq'}\n---\n"
     )
     assert m.always is True
@@ -141,7 +151,7 @@ def test_every_node_platform_name_is_accepted() -> None:
 
 @pytest.mark.parametrize("namespace", ["eliza", "openclaw", "milady", "clawdbot"])
 def test_every_namespace_is_read(namespace: str) -> None:
-    m = parse(f"---\nmetadata: {{{namespace}: {{events: [command:new], emoji: '🦀'}}}}\n---\n")
+    m = parse(f"---\nmetadata:\n  {namespace}: {{events: [command:new], emoji: '🦀'}}\n---\n")
     assert (m.namespace, m.keys, m.emoji) == (namespace, ("command:new",), "🦀")
 
 
@@ -150,7 +160,7 @@ def test_an_unknown_namespace_is_named_in_a_warning() -> None:
     assert m.events == ()
     (warning,) = m.warnings
     assert "metadata.moltbot: not a namespace gatewayd reads" in warning
-    assert "rename it to metadata.eliza" in warning
+    assert "rename it to metadata.openclaw" in warning
 
 
 def test_events_at_the_top_level_or_directly_under_metadata_are_read() -> None:
@@ -160,9 +170,9 @@ def test_events_at_the_top_level_or_directly_under_metadata_are_read() -> None:
     assert (flat.keys, flat.emoji) == (("session:start",), "🙂")
 
 
-def test_top_level_events_beside_a_namespace_without_events_are_read() -> None:
+def test_top_level_events_beside_a_namespace_are_not_read_as_in_openclaw() -> None:
     m = parse("---\nevents: [command:new]\nmetadata: {openclaw: {emoji: '🦞'}}\n---\n")
-    assert (m.namespace, m.keys, m.emoji) == ("openclaw", ("command:new",), "🦞")
+    assert (m.namespace, m.keys, m.emoji) == ("openclaw", (), "🦞")
 
 
 def test_top_level_enabled_false_makes_the_hook_opt_in() -> None:

@@ -18,9 +18,9 @@ def test_roots_in_precedence_order(roots: Roots, config_for: Callable[..., Confi
     config = config_for({"hooks": {"load": {"extraDirs": [str(roots.extra), "more"]}}})
     found, rejected = hook_roots(config.load_spec())
     assert [(r.source, r.path) for r in found] == [
+        ("bundled", roots.bundled),
         ("extra", roots.extra),
         ("extra", roots.state / "more"),  # relative extraDirs are relative to the state dir
-        ("bundled", roots.bundled),
         ("managed", roots.managed),
         ("workspace", roots.workspace),
     ]
@@ -45,16 +45,15 @@ def test_later_root_wins_and_the_loser_is_reported(
     result = build({"hooks": {"load": {"extraDirs": [str(roots.extra)]}}})
     statuses = [(r.source, r.name, r.status) for r in result.records]
     assert statuses == [
-        ("extra", "same", "shadowed"),
         ("bundled", "only-bundled", "ready"),
         ("bundled", "same", "shadowed"),
+        ("extra", "same", "shadowed"),
         ("managed", "same", "shadowed"),
         ("workspace", "same", "ready"),
     ]
     shadowed = [r for r in result.records if r.status == "shadowed"]
     assert shadowed[0].reasons == [
-        f"shadowed by the bundled hook at {roots.bundled / 'same'} "
-        "(a later root wins a name conflict)"
+        f"shadowed by the extra hook at {roots.extra / 'same'} (a later root wins a name conflict)"
     ]
     assert shadowed[-1].reasons == [
         f"shadowed by the workspace hook at {roots.workspace / 'same'} "
@@ -77,18 +76,28 @@ def test_name_conflicts_use_the_frontmatter_name_not_the_directory(
     ]
 
 
-def test_same_name_twice_in_one_root_first_sorted_wins(
+def test_same_name_twice_in_one_root_the_later_wins_but_in_the_bundled_root(
     roots: Roots, build: Build, write_hook: WriteHook
 ) -> None:
+    # As OpenClaw merges them: in the managed, extra and workspace roots the later (sorted)
+    # wins; in the bundled root the first.
     write_hook(roots.managed, "dup", dirname="b")
     write_hook(roots.managed, "dup", dirname="a")
+    write_hook(roots.bundled, "bdup", dirname="d")
+    write_hook(roots.bundled, "bdup", dirname="c")
     result = build()
     assert [(Path(r.path).name, r.status) for r in result.records] == [
-        ("a", "ready"),
-        ("b", "shadowed"),
+        ("c", "ready"),
+        ("d", "shadowed"),
+        ("a", "shadowed"),
+        ("b", "ready"),
     ]
     assert result.records[1].reasons == [
-        f"duplicate name 'dup' in the managed root: {roots.managed / 'a'} comes first and wins"
+        f"duplicate name 'bdup' in the bundled root: {roots.bundled / 'c'} comes first and wins"
+    ]
+    assert result.records[2].reasons == [
+        f"duplicate name 'dup' in the managed root: {roots.managed / 'b'} comes later and wins "
+        "(as OpenClaw merges hooks of one root)"
     ]
 
 
@@ -118,7 +127,7 @@ def test_a_broken_override_still_claims_its_name(
     roots: Roots, build: Build, write_hook: WriteHook
 ) -> None:
     write_hook(roots.bundled, "memo")
-    write_hook(roots.workspace, "memo", hook_md="---\nname: [\n---\n")
+    write_hook(roots.workspace, "memo", meta={"priority": "first"})
     result = build()
     assert [(r.source, r.status) for r in result.records] == [
         ("bundled", "shadowed"),

@@ -8,7 +8,12 @@ from typing import Any
 
 import pytest
 
-from gatewayd.hooks.eligibility import EligibilityChecker, current_platform, lookup_dotted
+from gatewayd.hooks.eligibility import (
+    UNDEFINED,
+    EligibilityChecker,
+    current_platform,
+    resolve_config_path,
+)
 from gatewayd.hooks.metadata import parse_manifest
 from gatewayd.hooks.spec import EntrySpec
 from tests.hooks.hooks_support import Build, Roots
@@ -86,7 +91,7 @@ def test_env_from_process_or_entry(bin_dir: Path) -> None:
     assert checker(bin_dir, OTHER="x").check(m, entry).eligible
 
 
-@pytest.mark.parametrize("value", [0, "", False, None, [], {}])
+@pytest.mark.parametrize("value", [0, "", "   ", False, None])
 def test_config_falsy_values_fail(bin_dir: Path, value: Any) -> None:
     effective = {"hooks": {"entries": {"my-hook": {"apiKey": value}}}}
     result = checker(bin_dir, effective).check(
@@ -96,7 +101,7 @@ def test_config_falsy_values_fail(bin_dir: Path, value: Any) -> None:
     assert result.missing["config"] == ["hooks.entries.my-hook.apiKey"]
 
 
-@pytest.mark.parametrize("value", [1, "k", True, ["x"]])
+@pytest.mark.parametrize("value", [1, "k", "0", "false", True, ["x"], [], {}])
 def test_config_truthy_values_pass(bin_dir: Path, value: Any) -> None:
     effective = {"hooks": {"entries": {"my-hook": {"apiKey": value}}}}
     assert (
@@ -116,14 +121,14 @@ def test_config_missing_key(bin_dir: Path) -> None:
     ]
 
 
-def test_lookup_dotted_handles_keys_with_dots() -> None:
-    data = {"hooks": {"entries": {"a.b": {"k": 1}, "a": {"b": {"k": 2}}}}}
-    assert lookup_dotted(data, "hooks.entries.a.b.k") == 1
-    assert lookup_dotted(data, "hooks.nope") is None
-    assert lookup_dotted({"a": 3}, "a.b") is None
-    sixteen = ".".join("p" * 16)
-    assert lookup_dotted({"x": {sixteen: 4}}, f"x.{sixteen}") == 4  # MAX_KEY_PARTS parts
-    assert lookup_dotted({"x": {sixteen + ".q": 5}}, f"x.{sixteen}.q") is None
+def test_config_paths_split_on_every_dot_as_openclaw_splits_them() -> None:
+    data = {"hooks": {"entries": {"a.b": {"k": 1}, "a": {"b": {"k": 2}}}}, "l": ["x"]}
+    assert resolve_config_path(data, ["hooks", "entries", "a", "b", "k"]) == 2
+    assert resolve_config_path(data, ["hooks", "nope"]) is UNDEFINED
+    assert resolve_config_path({"a": 3}, ["a", "b"]) is UNDEFINED
+    assert resolve_config_path(data, ["l", "0"]) == "x"
+    assert resolve_config_path(data, ["l", "length"]) == 1
+    assert resolve_config_path(data, ["hooks", "constructor"]) is UNDEFINED
 
 
 def test_always_skips_requires_but_not_os(bin_dir: Path) -> None:

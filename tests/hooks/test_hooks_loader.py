@@ -91,7 +91,8 @@ def test_load_registers_and_dispatches(
 def test_summary_accounts_for_every_hook(roots: Roots, build: Build, write_hook: WriteHook) -> None:
     write_hook(roots.bundled, "ok")
     write_hook(roots.managed, "ok")  # shadows the bundled one
-    write_hook(roots.managed, "broken-md", hook_md="---\nname: [\n---\n")
+    write_hook(roots.managed, "broken-md", hook_md="---\nname: broken-md\n---\nno end")
+    (roots.managed / "broken-md" / "HOOK.md").write_text("name: broken-md\n")
     write_hook(roots.managed, "needs-bin", meta={"requires": {"bins": ["no-such-bin-xyz"]}})
     write_hook(roots.managed, "off")
     write_hook(roots.managed, "quiet", events=None)

@@ -137,21 +137,15 @@ def test_a_comma_separated_string_is_a_list_as_in_openclaw() -> None:
 @pytest.mark.parametrize(
     ("field", "value", "expected"),
     [
-        ("always", "maybe", "metadata.eliza.always must be true or false, got 'maybe'"),
-        ("always", 2, "metadata.eliza.always must be true or false, got 2"),
-        ("hookKey", 5, "metadata.eliza.hookKey must be a string, got 5"),
-        ("emoji", ["x"], "metadata.eliza.emoji must be a string, got ['x']"),
-        ("export", False, "metadata.eliza.export must be a string, got False"),
-        ("os", 7, "metadata.eliza.os must be a list of strings (or one comma-separated string)"),
-        ("events", ["command:new", 3], "must be a list of strings (or one comma-separated"),
-        ("requires", ["git"], "metadata.eliza.requires must be a mapping"),
-        ("install", "npm i", "metadata.eliza.install must be a list of mappings, got 'npm i'"),
         ("timeoutMs", "5s", "metadata.eliza.timeoutMs must be a positive integer"),
         ("timeoutMs", 0, "metadata.eliza.timeoutMs must be a positive integer"),
         ("timeoutMs", 10**11, "integer (milliseconds, at most 31536000000), got 100000000000"),
+        ("priority", "high", "metadata.eliza.priority must be an integer"),
+        ("background", "yes", "metadata.eliza.background must be true or false"),
+        ("agents", 5, "metadata.eliza.agents must be a list of agent ids"),
     ],
 )
-def test_field_type_errors_name_file_field_and_expectation(
+def test_gatewayd_field_type_errors_name_file_field_and_expectation(
     field: str, value: object, expected: str
 ) -> None:
     import json
@@ -162,6 +156,34 @@ def test_field_type_errors_name_file_field_and_expectation(
     assert expected in errors[0]
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("always", "maybe", 'metadata.eliza.always: "maybe" is not true or false: ignored'),
+        ("always", "true", 'metadata.eliza.always: "true" is not true or false: ignored'),
+        ("always", 2, "metadata.eliza.always: 2 is not true or false: ignored"),
+        ("hookKey", 5, "metadata.eliza.hookKey: 5 is not a string: ignored"),
+        ("emoji", ["x"], 'metadata.eliza.emoji: ["x"] is not a string: ignored'),
+        ("export", False, "metadata.eliza.export: false is not a string: ignored"),
+        ("os", 7, "metadata.eliza.os: 7 is not a list of strings: ignored"),
+        ("requires", ["git"], 'metadata.eliza.requires: ["git"] is not a mapping with bins'),
+        ("install", "npm i", 'metadata.eliza.install: "npm i" is not a list of mappings'),
+    ],
+)
+def test_a_value_openclaw_ignores_is_ignored_with_a_warning(
+    field: str, value: object, expected: str
+) -> None:
+    import json
+
+    m = parse(
+        f"---\nmetadata: {{eliza: {{events: [command:new], {field}: {json.dumps(value)}}}}}\n---\n"
+    )
+    assert m.events == ("command:new",)  # type: ignore[attr-defined]
+    (warning,) = m.warnings  # type: ignore[attr-defined]
+    assert warning.startswith("hooks/foo/HOOK.md: " + expected), warning
+    assert "as OpenClaw ignores it" in warning
+
+
 @pytest.mark.parametrize("field", ["bins", "anyBins", "env", "config"])
 def test_requires_lists_may_be_comma_separated(field: str) -> None:
     m = parse(f"---\nmetadata: {{eliza: {{requires: {{{field}: 'git, jq'}}}}}}\n---\n")
@@ -169,29 +191,30 @@ def test_requires_lists_may_be_comma_separated(field: str) -> None:
     assert getattr(m.requires, attr) == ["git", "jq"]  # type: ignore[attr-defined]
 
 
-def test_requires_lists_are_type_checked() -> None:
-    errors = errors_of("---\nmetadata: {eliza: {requires: {bins: 7}}}\n---\n")
-    assert errors == [
-        "hooks/foo/HOOK.md: metadata.eliza.requires.bins must be a list of strings, got 7"
-    ]
+def test_list_entries_are_read_as_openclaw_reads_them() -> None:
+    m = parse(
+        "---\nmetadata: {openclaw: {events: [' command:new ', 3, ''], requires: {bins: 7}}}\n---\n"
+    )
+    assert m.events == ("command:new", "3")  # type: ignore[attr-defined]
+    assert m.requires.bins == []  # type: ignore[attr-defined]
+    text = "\n".join(m.warnings)  # type: ignore[attr-defined]
+    assert "metadata.openclaw.events: entries that are not strings are read as their text" in text
+    assert "metadata.openclaw.requires.bins: 7 is not a list of strings: ignored" in text
 
 
-def test_openclaw_errors_name_the_openclaw_path() -> None:
-    errors = errors_of("---\nmetadata: {openclaw: {events: [3]}}\n---\n")
-    assert errors == [
-        "hooks/foo/HOOK.md: metadata.openclaw.events must be a list of strings (or one "
-        "comma-separated string), got [3]"
-    ]
-
-
-def test_every_error_is_reported_at_once() -> None:
+def test_gatewayd_field_errors_are_reported_at_once() -> None:
     errors = errors_of(
-        "---\nname: 7\nmetadata: {eliza: {events: 5, always: maybe, os: [beos]}}\n---\n"
+        "---\nname: 7\nmetadata: {eliza: {events: [command], priority: x, timeoutMs: -1}}\n---\n"
     )
     text = "\n".join(errors)
-    assert "name must be a string, got 7" in text
-    assert "metadata.eliza.events must be a list of strings" in text
-    assert "metadata.eliza.always must be true or false, got 'maybe'" in text
+    assert "metadata.eliza.priority must be an integer" in text
+    assert "metadata.eliza.timeoutMs must be a positive integer" in text
+
+
+def test_name_is_read_as_openclaw_reads_it() -> None:
+    assert parse("---\nname: 7\n---\n").name == "7"  # type: ignore[attr-defined]
+    assert parse("---\nname: '  padded '\n---\n").name == "padded"  # type: ignore[attr-defined]
+    assert parse("---\nname: ''\n---\n").name == "foo"  # type: ignore[attr-defined]
 
 
 def test_misspelled_event_type_loads_with_a_warning_and_a_suggestion() -> None:
@@ -265,27 +288,58 @@ def test_timeout_ms_top_level_or_in_metadata() -> None:
     [
         ("name: foo\n", "no YAML frontmatter: the file must start with a '---' line"),
         ("# Foo\n---\nname: foo\n---\n", "no YAML frontmatter"),
-        ("---\nname: foo\n", "the frontmatter opened on line 1 is never closed by '---'"),
-        ("---\n- a\n- b\n---\n", "the frontmatter must be a mapping of keys, got a list"),
-        ("---\nmetadata: [1]\n---\n", "metadata must be a mapping (nested YAML or inline JSON)"),
-        ("---\nmetadata: '{oops'\n---\n", "metadata is a string that is not valid JSON"),
-        ("---\nmetadata: {eliza: [x]}\n---\n", "metadata.eliza must be a mapping, got ['x']"),
-        ("---\nname: ''\n---\n", "name must be a non-empty string"),
+        ("---\nname: foo\n", "the frontmatter opened on line 1 is never closed by a '---' line"),
     ],
 )
-def test_unusable_frontmatter(text: str, expected: str) -> None:
+def test_no_frontmatter(text: str, expected: str) -> None:
     errors = errors_of(text)
     assert len(errors) == 1
     assert expected in errors[0]
     assert errors[0].startswith("hooks/foo/HOOK.md")
 
 
-def test_broken_yaml_reports_the_file_line() -> None:
-    errors = errors_of("---\nname: foo\nmetadata: {eliza: {events: [command:new}\n---\n")
-    assert len(errors) == 1
-    # Line 3 of the file (the frontmatter starts on line 2): the parser's position is kept.
-    assert errors[0].startswith("hooks/foo/HOOK.md:3:")
-    assert "invalid YAML" in errors[0]
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("---\nmetadata: [1]\n---\n", "metadata: '[1]' is no mapping (nested YAML or JSON)"),
+        ("---\nmetadata: '{oops'\n---\n", "metadata: '{oops' is no mapping"),
+    ],
+)
+def test_frontmatter_openclaw_cannot_use_is_a_hook_without_events(text: str, expected: str) -> None:
+    m = parse(text)
+    assert m.events == ()  # type: ignore[attr-defined]
+    assert any(expected in w for w in m.warnings), m.warnings  # type: ignore[attr-defined]
+
+
+def test_broken_yaml_is_read_line_by_line_with_a_warning_naming_the_line() -> None:
+    m = parse(
+        '---\nname: foo\nbad: [unclosed\nmetadata: {"eliza": {"events": ["command:new"]}}\n---\n'
+    )
+    assert m.events == ("command:new",)  # type: ignore[attr-defined]
+    (warning,) = m.warnings  # type: ignore[attr-defined]
+    # Line 4 of the file (the frontmatter starts on line 2): the parser's position is kept.
+    assert warning.startswith("hooks/foo/HOOK.md: hooks/foo/HOOK.md:4:")
+    assert "invalid YAML" in warning
+    assert "read line by line, as OpenClaw reads it" in warning
+
+
+def test_a_key_written_twice_is_read_line_by_line_the_last_one_kept() -> None:
+    m = parse(
+        '---\nname: one\nname: two\nmetadata: {"openclaw": {"events": ["command:new"]}}\n---\n'
+    )
+    assert (m.name, m.events) == ("two", ("command:new",))  # type: ignore[attr-defined]
+    assert "duplicate key 'name'" in m.warnings[0]  # type: ignore[attr-defined]
+
+
+def test_a_yaml_error_that_leaves_no_events_makes_the_hook_invalid() -> None:
+    # Read line by line, nested metadata is lost: the hook could never run (in OpenClaw
+    # neither), so the YAML error is reported as what to fix.
+    errors = errors_of(
+        "---\nname: foo\nname: bar\nmetadata:\n  openclaw:\n    events: [command:new]\n---\n"
+    )
+    assert "duplicate key 'name'" in errors[0]
+    assert errors[0].endswith("it subscribes to no event)")
+    assert "the frontmatter must be a mapping" in errors_of("---\n- a\n- b\n---\n")[0]
 
 
 def test_bom_and_empty_frontmatter() -> None:
