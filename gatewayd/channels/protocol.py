@@ -25,6 +25,7 @@ import anyio
 from gatewayd.channels.transport import TransportStream
 from gatewayd.hooks.events import EVENT_TYPES, EventKeyError, parse_event_key
 from gatewayd.hooks.schema import DECISION_EVENTS, EVENTS
+from gatewayd.hooks.vocabulary import posted_key
 from gatewayd.jsonenc import encoder
 
 MAX_LINE = 1 << 20
@@ -165,6 +166,9 @@ def _non_empty(value: str) -> str:
 
 
 def _event_key(key: str) -> str:
+    """``key`` checked, an OpenClaw plugin-hook name as its key here (``before_tool_call`` is
+    ``agent:before_tool_call``)."""
+    key = posted_key(key)
     try:
         etype, action = parse_event_key(key)
     except EventKeyError as exc:
@@ -192,7 +196,8 @@ def _maybe_event_key(key: str) -> str:
 def _trigger_key(key: str) -> str:
     """What ``trigger`` may post: any event but the gateway's own lifecycle (``gateway:startup``
     fires once per process, after the channels are up; ``gateway:shutdown`` as it stops)."""
-    if _event_key(key).partition(":")[0] == "gateway":
+    key = _event_key(key)
+    if key.partition(":")[0] == "gateway":
         raise RequestError(
             "unknown_event",
             f"{key!r} is the gateway's own lifecycle event, fired by the daemon alone: a trigger "

@@ -184,12 +184,50 @@ class ToolResultPersistContext(BaseContext, total=False):
 
 
 class CompactionContext(BaseContext, total=False):
-    """``agent:before_compaction`` and ``agent:after_compaction``."""
+    """``agent:before_compaction`` and ``agent:after_compaction`` (OpenClaw's plugin hooks
+    ``before_compaction`` and ``after_compaction``)."""
 
     sessionKey: str
     messageCount: int
     tokenCount: int
     compactedCount: int
+
+
+class CompactBeforeContext(BaseContext, total=False):
+    """``session:compact:before`` (OpenClaw's internal event, as its compaction builds it):
+    ``tokenCount`` and ``tokenCountOriginal`` are absent when they could not be estimated."""
+
+    sessionId: str
+    missingSessionKey: bool
+    messageCount: int
+    tokenCount: int
+    messageCountOriginal: int
+    tokenCountOriginal: int
+
+
+class CompactAfterContext(BaseContext, total=False):
+    """``session:compact:after`` (OpenClaw's internal event, after a successful compaction)."""
+
+    sessionId: str
+    missingSessionKey: bool
+    messageCount: int
+    tokenCount: int
+    compactedCount: int
+    summaryLength: int
+    tokensBefore: int
+    tokensAfter: int
+    firstKeptEntryId: str
+
+
+class SessionAutoResetContext(BaseContext, total=False):
+    """``session:auto-reset`` (OpenClaw): a session replaced by its daily or idle policy."""
+
+    sessionEntry: SessionEntryJson
+    storePath: str
+    reason: Literal["daily", "idle"]
+    transcriptArchived: bool
+    nextSessionId: str
+    nextSessionKey: str
 
 
 class CommandContext(BaseContext, total=False):
@@ -229,9 +267,12 @@ class GatewayStartupContext(BaseContext, total=False):
 
 
 class GatewayShutdownContext(BaseContext, total=False):
-    """``gateway:shutdown``: on SIGTERM/SIGINT, before the queue drains."""
+    """``gateway:shutdown``: on SIGTERM/SIGINT, before the queue drains (and OpenClaw's
+    ``gateway:pre-restart``)."""
 
     reason: str
+    restartExpectedMs: int | None
+    """When a restart is expected, in how many ms; ``None`` when none is (always, here)."""
 
 
 class Merge(Enum):
@@ -294,8 +335,11 @@ class EventSpec:
     stop: str | None = None
     """A result field that, once true, ends the chain: no lower-priority handler runs."""
     fired: bool = True
-    """Whether this gateway fires it. The others are declared so that hooks written for OpenClaw
-    and Hermes load with their contexts typed; a hook subscribed to one is told it will not run."""
+    """Whether this gateway fires it (or accepts it posted by an agent runtime). The others are
+    declared so that hooks written for OpenClaw and Hermes load with their contexts typed; a
+    hook subscribed to one is told it will not run, and :attr:`never` says why."""
+    never: str = ""
+    """Why this gateway never fires it (for an event that is not :attr:`fired`)."""
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -370,17 +414,61 @@ EVENTS: Mapping[str, EventSpec] = {
         ),
         EventSpec("agent:before_compaction", CompactionContext, frozenset(), "caller"),
         EventSpec("agent:after_compaction", CompactionContext, frozenset(), "caller"),
+        # OpenClaw fires its internal compaction events and the plugin hooks above for one
+        # compaction, each with its own shape: an agent runtime posts both.
+        EventSpec("session:compact:before", CompactBeforeContext, frozenset(), "caller"),
+        EventSpec("session:compact:after", CompactAfterContext, frozenset(), "caller"),
         EventSpec("gateway:startup", GatewayStartupContext, frozenset(), "nowhere"),
         EventSpec("gateway:shutdown", GatewayShutdownContext, frozenset(), "nowhere"),
         # Known to OpenClaw and Hermes hooks, not fired by this gateway.
         EventSpec(
-            "message:transcribed", MessageEnrichedContext, frozenset(), "nowhere", fired=False
+            "message:transcribed",
+            MessageEnrichedContext,
+            frozenset(),
+            "nowhere",
+            fired=False,
+            never="it transcribes no audio (OpenClaw's media understanding does)",
         ),
         EventSpec(
-            "message:preprocessed", MessageEnrichedContext, frozenset(), "nowhere", fired=False
+            "message:preprocessed",
+            MessageEnrichedContext,
+            frozenset(),
+            "nowhere",
+            fired=False,
+            never="it does no media or link preprocessing (OpenClaw's does)",
         ),
-        EventSpec("session:patch", SessionPatchContext, frozenset(), "nowhere", fired=False),
-        EventSpec("agent:step", AgentStepContext, frozenset(), "nowhere", fired=False),
+        EventSpec(
+            "session:patch",
+            SessionPatchContext,
+            frozenset(),
+            "nowhere",
+            fired=False,
+            never="its sessions have no patchable settings (OpenClaw's sessions.patch does)",
+        ),
+        EventSpec(
+            "session:auto-reset",
+            SessionAutoResetContext,
+            frozenset(),
+            "nowhere",
+            fired=False,
+            never="it has no daily or idle reset policy: sessions end on /new and /reset",
+        ),
+        EventSpec(
+            "gateway:pre-restart",
+            GatewayShutdownContext,
+            frozenset(),
+            "nowhere",
+            fired=False,
+            never="it never schedules its own restart (systemd restarts it after gateway:shutdown)",
+        ),
+        EventSpec(
+            "agent:step",
+            AgentStepContext,
+            frozenset(),
+            "nowhere",
+            fired=False,
+            never="model steps are the agent runtime's (Hermes fires it)",
+        ),
     )
 }
 """Every event the gateway knows, by key; ``command`` stands for every ``command:<name>``;

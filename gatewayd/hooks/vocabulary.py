@@ -8,7 +8,8 @@ may name an event
   whole type (``command``) or ``*``;
 * by an OpenClaw plugin-hook name, ``message_sending``, ``before_tool_call``, ... in ``_`` or
   ``-`` spelling (``message-sending``), mapped by :data:`PLUGIN_HOOKS`;
-* by OpenClaw's own internal names where they differ (``session:compact:before``);
+* by OpenClaw's internal event names, which are keys of this gateway's too
+  (``session:compact:before``, ``message:transcribed``, ...);
 * by a Hermes name: ``command:*`` (every command), ``agent:start``, ``session:reset``;
 * by an Eve stream name (``session.started``, ``message.completed``, ...), mapped by
   :data:`EVE_EVENTS` where this gateway has the same moment; one it has no equivalent for is
@@ -22,7 +23,8 @@ the noun the name is about and the action is the rest of the name (``message_sen
 ``message:sending``, ``agent_end`` -> ``agent:end``, ``before_agent_start`` ->
 ``agent:before_start``), and hooks the agent runtime posts belong to the agent run
 (``before_tool_call`` -> ``agent:before_tool_call``, ``before_compaction`` ->
-``agent:before_compaction``, which OpenClaw's internal hooks call ``session:compact:before``).
+``agent:before_compaction``; OpenClaw fires its internal ``session:compact:before`` for the
+same compaction, a second event of its own shape, and so does an agent runtime here).
 
 :func:`resolve` turns one written name into the dispatch keys it stands for plus warnings. No name
 makes a hook invalid: an unknown one is kept as written (nothing emits it, and the warning says so
@@ -63,11 +65,11 @@ ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "command:*": ("command",),
     "agent:start": ("agent:before_start",),
     "session:reset": ("command:new", "command:reset"),
-    "session:compact:before": ("agent:before_compaction",),
-    "session:compact:after": ("agent:after_compaction",),
 }
-"""Names other systems use for events this gateway has (Hermes; OpenClaw's internal compaction
-events), and the keys they stand for."""
+"""Names Hermes uses for events this gateway has, and the keys they stand for. OpenClaw's
+internal event names are this gateway's own keys (``session:compact:before``): a hook subscribed
+with one gets the event as OpenClaw builds it, ``type`` ``session``, ``action``
+``compact:before``."""
 
 EVE_EVENTS: Final[dict[str, tuple[str, ...]]] = {
     "session.started": ("session:start",),
@@ -165,8 +167,10 @@ def suggest(name: str) -> str | None:
 
 def _not_fired(name: str, key: str) -> str:
     via = f" ({name} is {key} here)" if name != key else ""
+    never = EVENTS[key].never if key in EVENTS else ""
+    because = f" because {never}" if never else ""
     return (
-        f"events: {key}{via} is a known event, but this gateway never fires it: "
+        f"events: {key}{via} is a known event, but this gateway never fires it{because}: "
         "the hook will not run for it"
     )
 
@@ -236,6 +240,13 @@ def _resolve_eve(written: str) -> Resolution:
     hint = f"; did you mean {close[0]}?" if close else ""
     warning = f"events: {written!r}: not an Eve event name (known: {', '.join(EVE_EVENTS)}); "
     return Resolution(written, (), (warning + never + hint,))
+
+
+def posted_key(name: str) -> str:
+    """The event key a client's name for an event stands for: an OpenClaw plugin-hook name
+    (``before_tool_call``, ``message-sending``) is its key here (``agent:before_tool_call``,
+    ``message:sending``); any other name is itself."""
+    return PLUGIN_HOOKS.get(name.strip().lower().replace("-", "_"), name)
 
 
 def resolve_all(names: tuple[str, ...] | list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:

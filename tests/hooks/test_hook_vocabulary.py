@@ -66,7 +66,8 @@ def test_every_plugin_hook_maps_to_a_declared_event() -> None:
         ("command:deploy-now", ("command:deploy-now",)),
         ("command:*", ("command",)),
         ("session:reset", ("command:new", "command:reset")),
-        ("session:compact:before", ("agent:before_compaction",)),
+        ("session:compact:before", ("session:compact:before",)),
+        ("session:compact:after", ("session:compact:after",)),
     ],
 )
 def test_types_commands_and_hermes_names(written: str, keys: tuple[str, ...]) -> None:

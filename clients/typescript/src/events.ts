@@ -209,7 +209,7 @@ export interface AgentToolResultPersistResult {
   message?: unknown;
 }
 
-/** ``agent:before_compaction`` and ``agent:after_compaction``. */
+/** ``agent:before_compaction`` and ``agent:after_compaction`` (OpenClaw's plugin hooks ``before_compaction`` and ``after_compaction``). */
 export interface CompactionContext {
   cfg?: Record<string, unknown>;
   workspaceDir?: string;
@@ -221,6 +221,37 @@ export interface CompactionContext {
   compactedCount?: number;
 }
 
+/** ``session:compact:before`` (OpenClaw's internal event, as its compaction builds it): ``tokenCount`` and ``tokenCountOriginal`` are absent when they could not be estimated. */
+export interface CompactBeforeContext {
+  cfg?: Record<string, unknown>;
+  workspaceDir?: string;
+  agentId?: string;
+  subagentId?: string;
+  sessionId?: string;
+  missingSessionKey?: boolean;
+  messageCount?: number;
+  tokenCount?: number;
+  messageCountOriginal?: number;
+  tokenCountOriginal?: number;
+}
+
+/** ``session:compact:after`` (OpenClaw's internal event, after a successful compaction). */
+export interface CompactAfterContext {
+  cfg?: Record<string, unknown>;
+  workspaceDir?: string;
+  agentId?: string;
+  subagentId?: string;
+  sessionId?: string;
+  missingSessionKey?: boolean;
+  messageCount?: number;
+  tokenCount?: number;
+  compactedCount?: number;
+  summaryLength?: number;
+  tokensBefore?: number;
+  tokensAfter?: number;
+  firstKeptEntryId?: string;
+}
+
 /** ``gateway:startup``: once per process, after every channel listens. */
 export interface GatewayStartupContext {
   cfg?: Record<string, unknown>;
@@ -230,13 +261,14 @@ export interface GatewayStartupContext {
   gateway?: string;
 }
 
-/** ``gateway:shutdown``: on SIGTERM/SIGINT, before the queue drains. */
+/** ``gateway:shutdown``: on SIGTERM/SIGINT, before the queue drains (and OpenClaw's ``gateway:pre-restart``). */
 export interface GatewayShutdownContext {
   cfg?: Record<string, unknown>;
   workspaceDir?: string;
   agentId?: string;
   subagentId?: string;
   reason?: string;
+  restartExpectedMs?: number | null;
 }
 
 /** ``message:transcribed`` and ``message:preprocessed`` (OpenClaw): a message after media and link understanding. */
@@ -267,6 +299,20 @@ export interface SessionPatchContext {
   patch?: Record<string, unknown>;
 }
 
+/** ``session:auto-reset`` (OpenClaw): a session replaced by its daily or idle policy. */
+export interface SessionAutoResetContext {
+  cfg?: Record<string, unknown>;
+  workspaceDir?: string;
+  agentId?: string;
+  subagentId?: string;
+  sessionEntry?: SessionEntryJson;
+  storePath?: string;
+  reason?: "daily" | "idle";
+  transcriptArchived?: boolean;
+  nextSessionId?: string;
+  nextSessionKey?: string;
+}
+
 /** ``agent:step`` (Hermes): one turn of an agent's tool-calling loop. */
 export interface AgentStepContext {
   cfg?: Record<string, unknown>;
@@ -294,11 +340,15 @@ export interface EventContexts {
   "agent:tool_result_persist": ToolResultPersistContext;
   "agent:before_compaction": CompactionContext;
   "agent:after_compaction": CompactionContext;
+  "session:compact:before": CompactBeforeContext;
+  "session:compact:after": CompactAfterContext;
   "gateway:startup": GatewayStartupContext;
   "gateway:shutdown": GatewayShutdownContext;
   "message:transcribed": MessageEnrichedContext;
   "message:preprocessed": MessageEnrichedContext;
   "session:patch": SessionPatchContext;
+  "session:auto-reset": SessionAutoResetContext;
+  "gateway:pre-restart": GatewayShutdownContext;
   "agent:step": AgentStepContext;
 }
 
@@ -332,11 +382,15 @@ export const EVENTS = {
   "agent:tool_result_persist": { fired: true, reply: "caller", fields: ["sessionKey", "toolName", "toolCallId", "message", "isSynthetic"], mutable: ["message"], results: { message: "last" }, stop: null, openclaw: "tool_result_persist" },
   "agent:before_compaction": { fired: true, reply: "caller", fields: ["sessionKey", "messageCount", "tokenCount", "compactedCount"], mutable: [], results: {}, stop: null, openclaw: "before_compaction" },
   "agent:after_compaction": { fired: true, reply: "caller", fields: ["sessionKey", "messageCount", "tokenCount", "compactedCount"], mutable: [], results: {}, stop: null, openclaw: "after_compaction" },
+  "session:compact:before": { fired: true, reply: "caller", fields: ["sessionId", "missingSessionKey", "messageCount", "tokenCount", "messageCountOriginal", "tokenCountOriginal"], mutable: [], results: {}, stop: null, openclaw: null },
+  "session:compact:after": { fired: true, reply: "caller", fields: ["sessionId", "missingSessionKey", "messageCount", "tokenCount", "compactedCount", "summaryLength", "tokensBefore", "tokensAfter", "firstKeptEntryId"], mutable: [], results: {}, stop: null, openclaw: null },
   "gateway:startup": { fired: true, reply: "nowhere", fields: ["gateway"], mutable: [], results: {}, stop: null, openclaw: "gateway_start" },
-  "gateway:shutdown": { fired: true, reply: "nowhere", fields: ["reason"], mutable: [], results: {}, stop: null, openclaw: "gateway_stop" },
+  "gateway:shutdown": { fired: true, reply: "nowhere", fields: ["reason", "restartExpectedMs"], mutable: [], results: {}, stop: null, openclaw: "gateway_stop" },
   "message:transcribed": { fired: false, reply: "nowhere", fields: ["body", "bodyForAgent", "transcript", "channelId", "sessionKey", "conversationId", "messageId", "senderId", "timestamp"], mutable: [], results: {}, stop: null, openclaw: null },
   "message:preprocessed": { fired: false, reply: "nowhere", fields: ["body", "bodyForAgent", "transcript", "channelId", "sessionKey", "conversationId", "messageId", "senderId", "timestamp"], mutable: [], results: {}, stop: null, openclaw: null },
   "session:patch": { fired: false, reply: "nowhere", fields: ["sessionEntry", "sessionKey", "patch"], mutable: [], results: {}, stop: null, openclaw: null },
+  "session:auto-reset": { fired: false, reply: "nowhere", fields: ["sessionEntry", "storePath", "reason", "transcriptArchived", "nextSessionId", "nextSessionKey"], mutable: [], results: {}, stop: null, openclaw: null },
+  "gateway:pre-restart": { fired: false, reply: "nowhere", fields: ["reason", "restartExpectedMs"], mutable: [], results: {}, stop: null, openclaw: null },
   "agent:step": { fired: false, reply: "nowhere", fields: ["sessionKey", "iteration", "toolNames"], mutable: [], results: {}, stop: null, openclaw: null },
 } as const;
 
