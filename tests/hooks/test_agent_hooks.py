@@ -1,6 +1,6 @@
 """Hooks per agent and per subagent (gatewayd/hooks/agents.py, docs/hooks.md section 2.2).
 
-Against a real ``gatewayd run`` with two configured agents, each with its own workspace: each
+Against a real gateway (in-process) with two configured agents, each with its own workspace: each
 agent's workspace hooks answer only its sessions, shared hooks answer everyone unless they
 restrict themselves (in HOOK.md or in the config), a subagent's session runs the subagent's
 hooks instead of its agent's, an agent's hook replaces a shared one of the same plain name only
@@ -25,10 +25,10 @@ from gatewayd.hooks.handlers import make_handler
 from gatewayd.hooks.registry import HookRegistry
 from tests.node.node_support import WHEEL_NODE
 from tests.support.cli import RunCli, ok
-from tests.support.daemon import Daemon
-from tests.support.fixtures import StartDaemon
+from tests.support.fixtures import StartGateway
 from tests.support.hooks import write_hook_dir
-from tests.support.state import wait_until, write_config
+from tests.support.inprocess import InProcess
+from tests.support.state import eventually_async, write_config
 
 # Each hook answers a message with its name and what the event says about its agent.
 SAYS = """
@@ -51,9 +51,9 @@ def received(root: Path, name: str, *, said: str | None = None, **meta: Any) -> 
     )
 
 
-def lines(daemon: Daemon, session: str) -> dict[str, str]:
+async def lines(daemon: InProcess, session: str) -> dict[str, str]:
     """The reply to a message on ``session``: each hook's line by the word it starts with."""
-    reply = daemon.send("hello", session=session)["messages"]
+    reply = (await daemon.send("hello", session=session))["messages"]
     return {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in reply}
 
 
@@ -82,51 +82,52 @@ def agents_setup(state_dir: Path) -> dict[str, Path]:
     return {"main": main_ws, "ops": ops_ws, "support": support_ws}
 
 
-def test_each_agents_hooks_answer_only_its_own_sessions(
-    agents_setup: dict[str, Path], start_daemon: StartDaemon
+@pytest.mark.anyio
+async def test_each_agents_hooks_answer_only_its_own_sessions(
+    agents_setup: dict[str, Path], start_gateway: StartGateway
 ) -> None:
-    daemon = start_daemon()
+    daemon = await start_gateway()
     main_ws, ops_ws, support_ws = agents_setup["main"], agents_setup["ops"], agents_setup["support"]
 
     # A key that names no agent is the default agent's: shared hooks and main's own.
-    assert lines(daemon, "main") == {
+    assert await lines(daemon, "main") == {
         "everyone": f"agent=main sub=None ws={main_ws}",
         "shared-audit": f"agent=main sub=None ws={main_ws}",
         "main-own": f"agent=main sub=None ws={main_ws}",
     }
     # ops: its own audit replaces the shared one; ops-only is for it; main's hooks are not.
-    assert lines(daemon, "agent:ops:c1") == {
+    assert await lines(daemon, "agent:ops:c1") == {
         "everyone": f"agent=ops sub=None ws={ops_ws}",
         "ops-only": f"agent=ops sub=None ws={ops_ws}",
         "ops-audit": f"agent=ops sub=None ws={ops_ws}",
     }
     # support: restricted by the config entry, its own audit from its default workspace.
-    assert lines(daemon, "agent:support:c1") == {
+    assert await lines(daemon, "agent:support:c1") == {
         "everyone": f"agent=support sub=None ws={support_ws}",
         "by-config": f"agent=support sub=None ws={support_ws}",
         "support-audit": f"agent=support sub=None ws={support_ws}",
     }
     # ops's subagent: its own hooks instead of ops's (so the shared audit again), and the
     # hooks restricted to ops still run: its events are ops's.
-    assert lines(daemon, "agent:ops:subagent:researcher:t1") == {
+    assert await lines(daemon, "agent:ops:subagent:researcher:t1") == {
         "everyone": f"agent=ops sub=researcher ws={ops_ws}",
         "ops-only": f"agent=ops sub=researcher ws={ops_ws}",
         "shared-audit": f"agent=ops sub=researcher ws={ops_ws}",
         "digest": f"agent=ops sub=researcher ws={ops_ws}",
     }
     # An agent that is not configured is served by the default agent's hooks, under its id.
-    assert lines(daemon, "agent:guest:c1") == {
+    assert await lines(daemon, "agent:guest:c1") == {
         "everyone": f"agent=guest sub=None ws={main_ws}",
         "shared-audit": f"agent=guest sub=None ws={main_ws}",
         "main-own": f"agent=guest sub=None ws={main_ws}",
     }
     # A subagent with no hooks dir of its own runs only the shared hooks.
-    assert set(lines(daemon, "agent:main:subagent:nobody:1")) == {"everyone", "shared-audit"}
+    assert set(await lines(daemon, "agent:main:subagent:nobody:1")) == {"everyone", "shared-audit"}
 
-    with daemon.control() as ctl:
-        hooks = {h["name"]: h for h in ctl.ok("hooks")["hooks"]}
-        status = ctl.ok("status")["status"]
-        traced = ctl.ok("trigger", event="message:received", sessionKey="main", trace=True)
+    async with daemon.control() as ctl:
+        hooks = {h["name"]: h for h in (await ctl.ok("hooks"))["hooks"]}
+        status = (await ctl.ok("status"))["status"]
+        traced = await ctl.ok("trigger", event="message:received", sessionKey="main", trace=True)
     # "Why didn't my hook fire?": the trace names the hooks that serve other agents.
     skipped = {h["hook"]: h["reason"] for h in traced["trace"][0]["handlers"] if "reason" in h}
     assert skipped["audit@ops"] == (
@@ -136,8 +137,10 @@ def test_each_agents_hooks_answer_only_its_own_sessions(
     assert skipped["ops-only"] == (
         "ready, but restricted to agents ops (its agents list); the event is of agent 'main'"
     )
-    with daemon.control() as ctl:
-        traced = ctl.ok("trigger", event="message:received", sessionKey="agent:ops:t", trace=True)
+    async with daemon.control() as ctl:
+        traced = await ctl.ok(
+            "trigger", event="message:received", sessionKey="agent:ops:t", trace=True
+        )
     skipped = {h["hook"]: h["reason"] for h in traced["trace"][0]["handlers"] if "reason" in h}
     assert skipped["audit"] == "ready, but replaced by audit@ops for agent 'ops'"
     assert hooks["audit@ops"]["agent"] == "ops"
@@ -181,26 +184,29 @@ def test_hooks_list_by_agent(agents_setup: dict[str, Path], run_cli: RunCli) -> 
     assert "ops/researcher" in row.replace("digest@ops/researcher", "")
 
 
-def test_agent_and_subagent_hooks_reload_live(
-    agents_setup: dict[str, Path], start_daemon: StartDaemon
+@pytest.mark.anyio
+async def test_agent_and_subagent_hooks_reload_live(
+    agents_setup: dict[str, Path], start_gateway: StartGateway
 ) -> None:
-    daemon = start_daemon(watch=True)
+    daemon = await start_gateway(watch=True)
     ops_ws = agents_setup["ops"]
     # A subagent that had no hooks dir gets one: its sessions pick it up without a restart.
     received(ops_ws / "subagents" / "writer" / "hooks", "draft")
-    wait_until(
-        lambda: "draft" in lines(daemon, "agent:ops:subagent:writer:1"),
-        what="the new subagent's hook to answer",
-    )
+
+    async def drafts() -> bool:
+        return "draft" in await lines(daemon, "agent:ops:subagent:writer:1")
+
+    await eventually_async(drafts, what="the new subagent's hook to answer")
     # An edit of an agent's hook is live for that agent, and no other agent sees it.
     handler = ops_ws / "hooks" / "audit" / "handler.py"
     handler.write_text(says("audit", "ops-audit-v2"), encoding="utf-8")
-    wait_until(
-        lambda: "ops-audit-v2" in lines(daemon, "agent:ops:c2"),
-        what="the edited ops hook to answer",
-    )
-    assert "ops-audit-v2" not in lines(daemon, "agent:support:c2")
-    assert "shared-audit" in lines(daemon, "main")
+
+    async def edited() -> bool:
+        return "ops-audit-v2" in await lines(daemon, "agent:ops:c2")
+
+    await eventually_async(edited, what="the edited ops hook to answer")
+    assert "ops-audit-v2" not in await lines(daemon, "agent:support:c2")
+    assert "shared-audit" in await lines(daemon, "main")
 
 
 # -- the rule, in-process ---------------------------------------------------------------------
@@ -338,39 +344,43 @@ export default defineHook({
 
 
 @pytest.mark.skipif(WHEEL_NODE is None, reason="needs the gatewayd[node] extra (Node 24)")
-def test_single_file_hooks_of_an_agent_and_a_subagent(
-    agents_setup: dict[str, Path], start_daemon: StartDaemon
+@pytest.mark.anyio
+async def test_single_file_hooks_of_an_agent_and_a_subagent(
+    agents_setup: dict[str, Path], start_gateway: StartGateway
 ) -> None:
     ops_ws = agents_setup["ops"]
     (ops_ws / "hooks" / "notes.py").write_text(NOTES_PY, encoding="utf-8")
     sub_hooks = ops_ws / "subagents" / "researcher" / "hooks"
     (sub_hooks / "plan.ts").write_text(PLAN_TS, encoding="utf-8")
-    daemon = start_daemon()
-    with daemon.control() as ctl:
-        hooks = {h["name"]: h for h in ctl.ok("hooks")["hooks"]}
+    daemon = await start_gateway()
+    async with daemon.control() as ctl:
+        hooks = {h["name"]: h for h in (await ctl.ok("hooks"))["hooks"]}
     assert hooks["notes@ops"]["status"] == "ready", hooks["notes@ops"]
     assert hooks["plan@ops/researcher"]["status"] == "ready", hooks["plan@ops/researcher"]
-    ops = lines(daemon, "agent:ops:c1")
+    ops = await lines(daemon, "agent:ops:c1")
     assert ops["notes"] == "agent=ops sub=None ws=-" and "plan" not in ops
-    sub = lines(daemon, "agent:ops:subagent:researcher:1")
+    sub = await lines(daemon, "agent:ops:subagent:researcher:1")
     assert sub["plan"] == "agent=ops sub=researcher ws=-" and "notes" not in sub
-    main = lines(daemon, "main")
+    main = await lines(daemon, "main")
     assert "notes" not in main and "plan" not in main
 
 
-def test_an_agent_added_to_the_config_gets_its_hooks_live(
-    state_dir: Path, start_daemon: StartDaemon
+@pytest.mark.anyio
+async def test_an_agent_added_to_the_config_gets_its_hooks_live(
+    state_dir: Path, start_gateway: StartGateway
 ) -> None:
     ops_ws = state_dir / "ws-ops"
     received(state_dir / "workspace" / "hooks", "main-own")
     received(ops_ws / "hooks", "audit", said="ops-audit")
-    daemon = start_daemon({}, watch=True)
+    daemon = await start_gateway({}, watch=True)
     # Not configured yet: ops's sessions are the default agent's.
-    assert set(lines(daemon, "agent:ops:c1")) == {"main-own"}
+    assert set(await lines(daemon, "agent:ops:c1")) == {"main-own"}
     write_config(state_dir, {"agents": {"ops": {"workspace": str(ops_ws)}}})
-    wait_until(
-        lambda: set(lines(daemon, "agent:ops:c1")) == {"ops-audit"},
-        what="the config's new agent to get its own hooks",
-    )
-    assert lines(daemon, "agent:ops:c1")["ops-audit"] == f"agent=ops sub=None ws={ops_ws}"
-    assert set(lines(daemon, "main")) == {"main-own"}
+
+    async def own() -> bool:
+        return set(await lines(daemon, "agent:ops:c1")) == {"ops-audit"}
+
+    await eventually_async(own, what="the config's new agent to get its own hooks")
+    agent = (await lines(daemon, "agent:ops:c1"))["ops-audit"]
+    assert agent == f"agent=ops sub=None ws={ops_ws}"
+    assert set(await lines(daemon, "main")) == {"main-own"}
