@@ -44,7 +44,8 @@ def recording_hook(file: str = "record.jsonl", delay_s: float = 0.0, fail_unless
     if fail_unless:
         fail = (
             f"if not os.path.exists(os.path.join(os.environ['ELIZA_STATE_DIR'], {fail_unless!r})):"
-            "\n        open(PATH, 'a').write(json.dumps({'id': event.id, 'failed': True}) + '\\n')"
+            "\n        with open(PATH, 'a') as f:"
+            "\n            f.write(json.dumps({'id': event.id, 'failed': True}) + '\\n')"
             "\n        raise RuntimeError('not yet: ' + event.id)"
         )
     return (

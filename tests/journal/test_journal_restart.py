@@ -1,4 +1,5 @@
-"""Restarts that are not crashes: SIGTERM with a full queue, and a journal damaged by hand.
+"""Restarts that are not crashes: SIGTERM with a full queue, and a journal damaged by hand (on
+the in-process gateway, the SIGTERM and kill -9 cases on a ``gatewayd run`` process).
 
 * SIGTERM while a slow hook has a full queue and the drain deadline is short: the shutdown line
   counts what was left and says it is kept in the journal; the next daemon dispatches exactly
@@ -22,9 +23,9 @@ import pytest
 
 from tests.journal.journal_support import read_records, recording_hook
 from tests.support.control import Control
-from tests.support.fixtures import StartDaemon
+from tests.support.fixtures import StartDaemon, StartGateway
 from tests.support.hooks import WriteHook
-from tests.support.state import wait_until
+from tests.support.state import eventually, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -97,16 +98,19 @@ def test_sigterm_with_a_full_queue_keeps_what_the_deadline_left(
     assert {r["pid"] for r in records[len(first) :]} == {daemon.proc.pid}
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("damage", ["garbled", "truncated"])
-def test_a_damaged_journal_is_set_aside_and_the_daemon_starts(
-    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook, damage: str
+async def test_a_damaged_journal_is_set_aside_and_the_daemon_starts(
+    start_gateway: StartGateway, state_dir: Path, write_hook: WriteHook, damage: str
 ) -> None:
     write_hook(state_dir / "hooks", "rec", events=["command:work"], handler=recording_hook())
-    daemon = start_daemon({"gateway": {"queue": {"retainDone": 10000}}, "hooks": NO_LOGGER})
-    with daemon.control() as control:
+    daemon = await start_gateway({"gateway": {"queue": {"retainDone": 10000}}, "hooks": NO_LOGGER})
+    async with daemon.control() as control:
         for n in range(300):
-            control.ok("trigger", event="command:work", sessionKey=f"s{n % 7}", context={"n": n})
-    assert daemon.stop() == 0
+            await control.ok(
+                "trigger", event="command:work", sessionKey=f"s{n % 7}", context={"n": n}
+            )
+    assert await daemon.stop() == 0
     journal = state_dir / "journal" / "events.db"
     size = journal.stat().st_size
     assert size > 4096
@@ -117,37 +121,41 @@ def test_a_damaged_journal_is_set_aside_and_the_daemon_starts(
     else:
         os.truncate(journal, size // 2)
 
-    daemon = start_daemon()
-    aside = daemon.wait_log("journal.set_aside")
+    daemon = await start_gateway()
+    aside = await daemon.wait_log("journal.set_aside")
     moved = Path(aside["file"])
     assert moved.parent == journal.parent and moved.name.startswith("events.db.damaged-")
-    assert moved.stat().st_size > 0 and journal.exists()
-    with daemon.control() as control:
-        reply = control.ok("trigger", event="command:work", sessionKey="after", context={"n": -1})
-        status: dict[str, Any] = control.ok("status")["status"]["queue"]["journal"]
+    assert os.stat(moved).st_size > 0 and journal.exists()
+    async with daemon.control() as control:
+        reply = await control.ok(
+            "trigger", event="command:work", sessionKey="after", context={"n": -1}
+        )
+        status: dict[str, Any] = (await control.ok("status"))["status"]["queue"]["journal"]
     assert reply["messages"] == []
     assert status["pending"] == 0 and status["backend"] == "sqlite"
     assert read_records(state_dir)[-1]["n"] == -1
-    assert daemon.stop() == 0
+    assert await daemon.stop() == 0
 
 
-def test_a_journal_that_cannot_be_opened_stops_the_start_and_the_daemon_exits(
-    start_daemon: StartDaemon, state_dir: Path
+@pytest.mark.anyio
+async def test_a_journal_that_cannot_be_opened_stops_the_start_and_the_daemon_exits(
+    start_gateway: StartGateway, state_dir: Path
 ) -> None:
     """A file where the journal's directory goes: the start fails naming the journal, and the
     daemon exits 1. It used to hang after its shutdown line began: the journal's close handed
     its last job to the writer thread the failed open had already ended."""
     (state_dir / "journal").write_text("not a directory\n")
-    daemon = start_daemon(wait_ready=False)
-    assert daemon.wait(timeout=30) == 1
-    failed = daemon.wait_log("gateway.start_failed")
+    daemon = await start_gateway()
+    assert daemon.exit_code == 1
+    failed = await daemon.wait_log("gateway.start_failed")
     assert f"cannot open the journal {state_dir / 'journal' / 'events.db'}" in failed["error"]
     assert daemon.shutdown_line()["exit_code"] == 1
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("kind", ["fifo", "directory"])
-def test_a_journal_path_that_is_no_file_is_set_aside_and_the_daemon_starts(
-    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook, kind: str
+async def test_a_journal_path_that_is_no_file_is_set_aside_and_the_daemon_starts(
+    start_gateway: StartGateway, state_dir: Path, write_hook: WriteHook, kind: str
 ) -> None:
     """SQLite answers a FIFO with "disk I/O error" and a directory with "unable to open": the
     daemon used to refuse to start on either."""
@@ -158,20 +166,21 @@ def test_a_journal_path_that_is_no_file_is_set_aside_and_the_daemon_starts(
         os.mkfifo(journal)
     else:
         journal.mkdir()
-    daemon = start_daemon({"hooks": NO_LOGGER})
-    aside = daemon.wait_log("journal.set_aside")
+    daemon = await start_gateway({"hooks": NO_LOGGER})
+    aside = await daemon.wait_log("journal.set_aside")
     assert "not a regular file" in aside["reason"]
     moved = Path(aside["file"])
     assert moved.name.startswith("events.db.damaged-")
-    assert (stat.S_ISFIFO if kind == "fifo" else stat.S_ISDIR)(moved.lstat().st_mode)
-    with daemon.control() as control:
-        control.ok("trigger", event="command:work", sessionKey="after", context={"n": 1})
-        status: dict[str, Any] = control.ok("status")["status"]["queue"]["journal"]
+    assert (stat.S_ISFIFO if kind == "fifo" else stat.S_ISDIR)(os.lstat(moved).st_mode)
+    async with daemon.control() as control:
+        await control.ok("trigger", event="command:work", sessionKey="after", context={"n": 1})
+        status: dict[str, Any] = (await control.ok("status"))["status"]["queue"]["journal"]
     assert status["backend"] == "sqlite" and journal.is_file()
     assert read_records(state_dir)[-1]["n"] == 1
-    assert daemon.stop() == 0
+    assert await daemon.stop() == 0
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize(
     ("script", "reason"),
     [
@@ -181,13 +190,13 @@ def test_a_journal_path_that_is_no_file_is_set_aside_and_the_daemon_starts(
     ],
     ids=["other-program", "negative-version", "column-dropped"],
 )
-def test_an_sqlite_file_with_a_version_and_not_the_tables_is_set_aside(
-    start_daemon: StartDaemon, state_dir: Path, script: str, reason: str
+async def test_an_sqlite_file_with_a_version_and_not_the_tables_is_set_aside(
+    start_gateway: StartGateway, state_dir: Path, script: str, reason: str
 ) -> None:
     """An SQLite file that claims a schema version and lacks the journal's tables (another
     program's, or one edited by hand): every start failed with "no such table: meta"."""
-    daemon = start_daemon({"hooks": NO_LOGGER})
-    assert daemon.stop() == 0
+    daemon = await start_gateway({"hooks": NO_LOGGER})
+    assert await daemon.stop() == 0
     journal = state_dir / "journal" / "events.db"
     if "other" in script:
         journal.unlink()
@@ -195,44 +204,45 @@ def test_an_sqlite_file_with_a_version_and_not_the_tables_is_set_aside(
     db.executescript(script)
     db.close()
 
-    daemon = start_daemon()
-    aside = daemon.wait_log("journal.set_aside")
+    daemon = await start_gateway()
+    aside = await daemon.wait_log("journal.set_aside")
     assert reason in aside["reason"] and "not a gatewayd journal" in aside["reason"]
-    with daemon.control() as control:
-        control.ok("trigger", event="command:work", sessionKey="after", context={"n": 1})
-    assert daemon.stop() == 0
+    async with daemon.control() as control:
+        await control.ok("trigger", event="command:work", sessionKey="after", context={"n": 1})
+    assert await daemon.stop() == 0
 
 
-def test_a_pending_row_damaged_by_hand_is_dead_lettered_and_the_rest_redelivered(
-    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+@pytest.mark.anyio
+async def test_a_pending_row_damaged_by_hand_is_dead_lettered_and_the_rest_redelivered(
+    start_gateway: StartGateway, state_dir: Path, write_hook: WriteHook
 ) -> None:
     """One pending row whose context is no JSON object (written with sqlite3 while the daemon
     was stopped): every start used to fail with a traceback. Now it is dead-lettered, the others
     are redelivered in order and the daemon starts; `events retry` names the fix."""
     write_hook(state_dir / "hooks", "rec", events=["command:work"], handler=recording_hook())
-    daemon = start_daemon({"gateway": {"queue": {"retainDone": 100}}, "hooks": NO_LOGGER})
-    with daemon.control() as control:
+    daemon = await start_gateway({"gateway": {"queue": {"retainDone": 100}}, "hooks": NO_LOGGER})
+    async with daemon.control() as control:
         for n in range(3):
-            control.ok("trigger", event="command:work", sessionKey="s", context={"n": n})
-    assert daemon.stop() == 0
+            await control.ok("trigger", event="command:work", sessionKey="s", context={"n": n})
+    assert await daemon.stop() == 0
     db = sqlite3.connect(state_dir / "journal" / "events.db", isolation_level=None)
     db.execute("UPDATE events SET state = 0, done_at = NULL")  # as if never finished
     # The second trigger's row (not seq 2: gateway:startup takes a seq when it comes first).
     db.execute("UPDATE events SET context = '[not json' WHERE context = '{\"n\":1}'")
     db.close()
 
-    daemon = start_daemon()
-    unreadable = daemon.wait_log("journal.unreadable")
+    daemon = await start_gateway()
+    unreadable = await daemon.wait_log("journal.unreadable")
     assert unreadable["events"] == 1 and "no JSON" in unreadable["reason"]
-    wait_until(lambda: len(read_records(state_dir)) == 5, what="the two redelivered")
+    await eventually(lambda: len(read_records(state_dir)) == 5, what="the two redelivered")
     assert [r["n"] for r in read_records(state_dir)] == [0, 1, 2, 0, 2]
-    with daemon.control() as control:
-        (dead,) = control.ok("events", action="list", state="dead")["events"]
+    async with daemon.control() as control:
+        (dead,) = (await control.ok("events", action="list", state="dead"))["events"]
         assert dead["id"] == unreadable["first"] and dead["deadLetters"][0]["hook"] == "(journal)"
-        refused = control.request("events", action="retry", ids=[dead["id"]])
+        refused = await control.request("events", action="retry", ids=[dead["id"]])
         assert not refused["ok"] and f"events purge {dead['id']}" in refused["error"]["message"]
-        assert control.ok("events", action="purge", ids=[dead["id"]])["purged"] == 1
-    assert daemon.stop() == 0
+        assert (await control.ok("events", action="purge", ids=[dead["id"]]))["purged"] == 1
+    assert await daemon.stop() == 0
 
 
 def test_the_writer_process_does_not_outlive_a_daemon_killed_with_sigkill(
