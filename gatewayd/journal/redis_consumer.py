@@ -52,6 +52,11 @@ BLOCK_MS = 200
 FULL_BLOCK_MS = 10
 """How long a read of the replies alone blocks while the queue has no room for entries (so
 that entries are read again soon after room is made)."""
+SETTLE_PASSES = 3
+"""Passes of the event loop a read that returned entries lets by before the next read.
+Measured with three instances, 24 events in flight (load average 14-17): 0.72 reads per event
+without, 0.63 after one pass, 0.43 after three, 0.40 after six; a pass costs microseconds
+when the loop is idle."""
 REPLY_TTL_MS = 3_600_000
 """A reply stream whose reader is gone (its instance died) is deleted this long after the
 reader's last lease round."""
@@ -197,6 +202,11 @@ async def reader(j: RedisJournal) -> None:
                 # resyncs the partition if it is still ours; if not, its next owner claims them
                 # as entries stranded on another consumer.
                 j._stranded.add(partition)
+        if got:
+            # Let the loop dispatch what came (the workers take it, run it, the outbox sends
+            # the replies) before reading again: what arrives meanwhile comes in the same read.
+            for _ in range(SETTLE_PASSES):
+                await asyncio.sleep(0)
 
 
 def groups_gone(exc: rex.ResponseError) -> bool:

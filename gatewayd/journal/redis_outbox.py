@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("gatewayd.queue")
 
-MARK_DELAY_S = 0.05
+MARK_DELAY_S = 0.1
 """How long an acknowledgement or a dead letter waits for others to share its batch (one
 ``XACK`` per stream: the longer, the more entries each carries, and the more are delivered
 again after a kill)."""
