@@ -44,9 +44,9 @@ import anyio
 import structlog
 
 from gatewayd.dispatcher import Dispatcher
-from gatewayd.hooks.events import HookEvent, create_hook_event
+from gatewayd.hooks.events import MAX_ACTION, HookEvent, create_hook_event
 from gatewayd.hooks.registry import DispatchReport, dispatching
-from gatewayd.hooks.results import reply_lines
+from gatewayd.hooks.results import log_text, reply_lines
 from gatewayd.replies import Reply
 from gatewayd.sessions import SessionEntry, SessionManager, message_line, read_bootstrap_files
 from gatewayd.tickets import wake_first
@@ -55,7 +55,8 @@ from gatewayd.triggers import QueueClosed, Ticket, TriggerQueue
 
 log = structlog.get_logger("gatewayd.commands")
 
-_COMMAND_RE = re.compile(r"/(?P<name>[a-z0-9_-]+)(?:\s+(?P<args>.*))?", re.DOTALL)
+_COMMAND_RE = re.compile(rf"/(?P<name>[a-z0-9_-]{{1,{MAX_ACTION}}})(?:\s+(?P<args>.*))?", re.DOTALL)
+"""``/name args``; a longer name is no command (an event key is bounded: ``MAX_ACTION``)."""
 RESET_COMMANDS = frozenset({"new", "reset"})
 
 
@@ -293,7 +294,7 @@ class CommandRouter:
         return Reply(delivered, command.name if command else None, traced=traced)
 
     async def _blocked(self, msg: Inbound, reason: str) -> None:
-        log.info("message.blocked", session_key=msg.session_key, reason=reason)
+        log.info("message.blocked", session_key=msg.session_key, reason=log_text(reason))
         if self.record_blocked():
             entry = self.sessions.get(msg.session_key)
             if entry is not None:

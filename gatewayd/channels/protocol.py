@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import anyio
 
 from gatewayd.channels.transport import TransportStream
-from gatewayd.hooks.events import EVENT_TYPES, EventKeyError, parse_event_key
+from gatewayd.hooks.events import EVENT_TYPES, MAX_SESSION_KEY, EventKeyError, parse_event_key
 from gatewayd.hooks.schema import DECISION_EVENTS, EVENTS
 from gatewayd.hooks.vocabulary import posted_key
 from gatewayd.jsonenc import encoder
@@ -162,6 +162,11 @@ class Op(NamedTuple):
 def _non_empty(value: str) -> str:
     if not value.strip():
         raise RequestError("bad_request", "field 'sessionKey' must not be empty")
+    if len(value) > MAX_SESSION_KEY:
+        raise RequestError(
+            "bad_request",
+            f"field 'sessionKey' is {len(value)} characters long: at most {MAX_SESSION_KEY}",
+        )
     return value
 
 

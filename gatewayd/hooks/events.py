@@ -24,6 +24,12 @@ EVENT_TYPES: Final = frozenset({"command", "session", "agent", "gateway", "messa
 
 _KEY_RE = re.compile(r"^(?P<type>[a-z]+)(?::(?P<action>[A-Za-z0-9_.:-]+))?$")
 
+MAX_ACTION: Final = 200
+"""Characters in an event's action (``command:<name>``: the command's name). Each event key is
+remembered (a dispatch plan, counters): a client must not be able to make them huge."""
+MAX_SESSION_KEY: Final = 1024
+"""Characters in a session key a client sends (plans, lanes and the session table key on it)."""
+
 
 class EventKeyError(ValueError):
     """An event key or type that no gateway emits."""
@@ -161,6 +167,8 @@ def create_hook_event(
         )
     if not action:
         raise EventKeyError(f"event {type!r} needs an action, as in '{type}:<action>'")
+    if len(action) > MAX_ACTION:
+        raise EventKeyError(_too_long(f"{type}:{action}", len(action)))
     return HookEvent(type=type, action=action, session_key=session_key, context=context or {})
 
 
@@ -174,11 +182,23 @@ def parse_event_key(key: str) -> tuple[str, str | None]:
         return "*", None
     match = _KEY_RE.match(key)
     if not match:
-        raise EventKeyError(f"malformed event key {key!r}: expected 'type' or 'type:action'")
+        raise EventKeyError(f"malformed event key {_cut(key)}: expected 'type' or 'type:action'")
     etype, action = match["type"], match["action"]
+    if action is not None and len(action) > MAX_ACTION:
+        raise EventKeyError(_too_long(key, len(action)))
     if etype not in EVENT_TYPES:
         raise EventKeyError(
-            f"unknown event type {etype!r} in {key!r}: "
+            f"unknown event type {etype!r} in {_cut(key)}: "
             f"expected one of {', '.join(sorted(EVENT_TYPES))} or '*'"
         )
     return etype, action
+
+
+def _cut(key: str) -> str:
+    """``key`` as an error message shows it: at most 60 characters of it (it comes from a
+    client, and may be a megabyte)."""
+    return repr(key) if len(key) <= 60 else f"{key[:60]!r}... ({len(key)} characters)"
+
+
+def _too_long(key: str, length: int) -> str:
+    return f"event key {_cut(key)} has an action of {length} characters; the limit is {MAX_ACTION}"

@@ -212,3 +212,24 @@ def test_nesting_is_merged_up_to_the_limit_and_refused_past_it(depth: int) -> No
     event = create_hook_event("agent", "before_tool_call", "s", {})
     merge_result(event, "h", {"params": params})
     assert ("params" in (event.result or {})) is (depth <= MAX_DEPTH)
+
+
+HUGE_INBOUND_BLOCK = """
+async def handler(event):
+    return {"block": True, "reason": "n" * 5_000_000}
+"""
+
+
+def test_a_huge_inbound_block_reason_is_bounded_in_every_log_line(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    write_hook(
+        state_dir / "hooks", "guard", events=["message:received"], handler=HUGE_INBOUND_BLOCK
+    )
+    daemon = start_daemon()
+    with daemon.control() as ctl:
+        reply = ctl.ok("message", sessionKey="agent:main:b", text="hello")
+    assert reply["blocked"] is True and len(reply["reason"]) == 5_000_000
+    for event in ("hook.block", "message.blocked"):
+        record = daemon.wait_log(event)
+        assert len(json.dumps(record)) < 4096, (event, len(json.dumps(record)))
