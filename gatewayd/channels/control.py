@@ -381,7 +381,13 @@ class ControlChannel:
         op = "?"
         try:
             req_id, op, args = parse_request(line)
-            result = await self._ops[op](args)
+            if op == "trigger":  # admitted once in the queue; its wait may be cut short
+                result = await self._ops[op](args)
+            else:
+                # Begun, it runs whole: a client cut off meanwhile (the idle timeout, a reply it
+                # could not take) does not leave a message half-posted or a reload half-done.
+                with anyio.CancelScope(shield=True):
+                    result = await self._ops[op](args)
         except Exception as exc:
             return encode(_failure(req_id, op, exc))
         if isinstance(result, dict):

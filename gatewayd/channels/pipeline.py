@@ -119,6 +119,12 @@ class Pipeline:
                 self._tasks.start_soon(self._read)
                 session_key = await self._write()
             return session_key
+        except BaseExceptionGroup as group:
+            # The reader's or the writer's one error (a client gone: BrokenResourceError), as
+            # the channel handles it, not wrapped by the task group.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
         finally:
             for dispatch in self._waiting:
                 dispatch.release()  # never answered: its background handlers still run

@@ -8,6 +8,7 @@ answered in its place; a client past the in-flight window is read more slowly, n
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +21,11 @@ from tests.support.control import Control
 from tests.support.daemon import Daemon
 from tests.support.fixtures import StartDaemon
 from tests.support.hooks import WriteHook
+from tests.support.state import wait_until
 
 ORDER = """
 import json
+import socket
 
 SEEN = {}
 
@@ -50,6 +53,39 @@ async def handler(event):
     event.messages.append("no mark")
 """
 
+SLOW_RECEIVE = """
+import asyncio
+
+async def handler(event):
+    if event.context.get("content") == "/noted slowly":
+        await asyncio.sleep(4.5)
+    elif event.context.get("content") == "/noted soon":
+        await asyncio.sleep(1.0)
+"""
+
+BIG = """
+async def handler(event):
+    event.messages.append("x" * 4_000_000)  # more than the socket buffers hold
+"""
+
+NAP = """
+import asyncio
+
+async def handler(event):
+    await asyncio.sleep(0.3)
+    event.messages.append("rested")
+"""
+
+NO_LOGGER = {"hooks": {"entries": {"command-logger": {"enabled": False}}}}
+
+NOTED = """
+import os
+
+async def handler(event):
+    with open(os.path.join(os.environ["ELIZA_STATE_DIR"], "noted.log"), "a") as f:
+        f.write(event.session_key + "\\n")
+"""
+
 SAY = """
 async def handler(event, ctx):
     await ctx.gateway.send(event.context["to"], "hello")
@@ -57,13 +93,20 @@ async def handler(event, ctx):
 
 
 @pytest.fixture
-def daemon(write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path) -> Iterator[Daemon]:
-    write_hook(
-        state_dir / "hooks", "order", events=["command:order", "command:report"], handler=ORDER
-    )
-    write_hook(state_dir / "hooks", "gate", events=["command:gate", "command:mark"], handler=GATE)
-    write_hook(state_dir / "hooks", "say", events=["command:say"], handler=SAY)
-    daemon = start_daemon({"hooks": {"entries": {"command-logger": {"enabled": False}}}})
+def hooks(write_hook: WriteHook, state_dir: Path) -> None:
+    root = state_dir / "hooks"
+    write_hook(root, "order", events=["command:order", "command:report"], handler=ORDER)
+    write_hook(root, "gate", events=["command:gate", "command:mark"], handler=GATE)
+    write_hook(root, "say", events=["command:say"], handler=SAY)
+    write_hook(root, "slow-receive", events=["message:received"], handler=SLOW_RECEIVE)
+    write_hook(root, "noted", events=["command:noted"], handler=NOTED)
+    write_hook(root, "big", events=["command:big"], handler=BIG)
+    write_hook(root, "nap", events=["command:nap"], handler=NAP)
+
+
+@pytest.fixture
+def daemon(hooks: None, start_daemon: StartDaemon) -> Iterator[Daemon]:
+    daemon = start_daemon(NO_LOGGER)
     yield daemon
     assert daemon.stop() == 0
 
@@ -167,3 +210,41 @@ def test_subscribe_after_pipelined_requests_answers_them_first(daemon: Daemon) -
             "sessionKey": "agent:main:sub",
             "content": "hello",
         }
+
+
+def test_a_client_cut_off_mid_message_does_not_cut_the_message_short(
+    hooks: None, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    """A client that does not read its replies is cut off by the idle timeout while the
+    message after them still runs its message:received hook: the message is carried out whole
+    (its command runs), as for a client that waits."""
+    daemon = start_daemon({**NO_LOGGER, "gateway": {"control": {"idleTimeoutMs": 1500}}})
+    with daemon.control() as control:
+        control.send_raw(
+            line({"id": 1, "op": "trigger", "event": "command:big", "sessionKey": "big"})
+            + line({"id": 2, "op": "message", "sessionKey": "cut", "text": "/noted slowly"})
+        )
+        daemon.wait_log("control.idle_timeout")  # its reply never read, mid-message
+    noted = state_dir / "noted.log"
+    wait_until(lambda: noted.exists() and noted.read_text() == "cut\n", what="the command")
+    assert daemon.stop() == 0
+
+
+def test_a_client_gone_before_its_replies_ends_its_connection_quietly(
+    daemon: Daemon, state_dir: Path
+) -> None:
+    """The trigger's reply (after 0.3 s) finds the client gone while the message after it
+    still runs: the message runs whole, and the connection ends without an error logged."""
+    with daemon.control() as control:
+        control.send_raw(
+            line({"id": 1, "op": "trigger", "event": "command:nap", "sessionKey": "nap"})
+            + line({"id": 2, "op": "message", "sessionKey": "soon", "text": "/noted soon"})
+        )
+        control.sock.shutdown(socket.SHUT_RDWR)
+    noted = state_dir / "noted.log"
+    wait_until(lambda: noted.exists() and noted.read_text() == "soon\n", what="the command")
+    wait_until(
+        lambda: daemon.request("status")["status"]["channels"][0]["connections"] == 1,
+        what="the connection closed",
+    )
+    assert not daemon.events("control.connection_failed")
