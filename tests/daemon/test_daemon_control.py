@@ -1,19 +1,24 @@
-"""The control socket's wire protocol: every op, every kind of bad input, and backpressure."""
+"""The control socket's wire protocol: every op, every kind of bad input, and backpressure (a
+real gateway in-process, its socket driven by async and by blocking clients)."""
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
 from tests.support.control import Control
-from tests.support.daemon import Daemon
-from tests.support.fixtures import StartDaemon
+from tests.support.fixtures import StartGateway
 from tests.support.hooks import WriteHook
-from tests.support.state import wait_until
+from tests.support.inprocess import InProcess
+from tests.support.state import eventually_async
+
+pytestmark = pytest.mark.anyio
 
 COUNTER = """
 import asyncio, collections, json
@@ -31,7 +36,9 @@ async def handler(event):
 
 
 @pytest.fixture
-def daemon(write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path) -> Iterator[Daemon]:
+async def daemon(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
+) -> AsyncIterator[InProcess]:
     write_hook(
         state_dir / "hooks",
         "echo",
@@ -47,20 +54,20 @@ def daemon(write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path) ->
     # The bundled command-logger would write each of the 20,000 commands to its log.
     # The in-memory journal: these tests fill the lanes themselves (with the durable journal each
     # client waits for its group commit instead; tests/journal covers that path).
-    daemon = start_daemon(
+    daemon = await start_gateway(
         {
             "gateway": {"queue": {"capacity": 64, "concurrency": 4, "journal": "memory"}},
             "hooks": {"entries": {"command-logger": {"enabled": False}}},
         }
     )
     yield daemon
-    assert daemon.stop() == 0
+    assert await daemon.stop() == 0
 
 
-def test_ops(daemon: Daemon, state_dir: Path) -> None:
-    with daemon.control() as control:
-        assert control.ok("ping") == {"id": 1, "ok": True, "pong": True}
-        status = control.ok("status")["status"]
+async def test_ops(daemon: InProcess, state_dir: Path) -> None:
+    async with daemon.control() as control:
+        assert await control.ok("ping") == {"id": 1, "ok": True, "pong": True}
+        status = (await control.ok("status"))["status"]
         for key in (
             "pid",
             "version",
@@ -78,22 +85,24 @@ def test_ops(daemon: Daemon, state_dir: Path) -> None:
         assert status["queue"]["capacity"] == 64
         assert status["last_reload"] is None
 
-        reply = control.ok("trigger", event="command:echo", sessionKey="s", context={"say": "hi"})
+        reply = await control.ok(
+            "trigger", event="command:echo", sessionKey="s", context={"say": "hi"}
+        )
         assert reply["messages"] == ["hi"]
-        queued = control.ok(
+        queued = await control.ok(
             "trigger", event="command:echo", sessionKey="s", context={"say": "x"}, wait=False
         )
         assert queued["queued"] is True and "messages" not in queued
 
-        message = control.ok("message", sessionKey="s", text="plain text")
+        message = await control.ok("message", sessionKey="s", text="plain text")
         assert message["messages"] == [] and message["command"] is None
 
-        listing = control.ok("hooks")
+        listing = await control.ok("hooks")
         names = {hook["name"] for hook in listing["hooks"]}
         assert {"echo", "counter"} <= names
         assert listing["stateDir"] == str(state_dir)
 
-        assert control.ok("bootstrap", sessionKey="s")["bootstrapFiles"] == []
+        assert (await control.ok("bootstrap", sessionKey="s"))["bootstrapFiles"] == []
 
 
 BAD_INPUTS = [
@@ -125,43 +134,43 @@ BAD_INPUTS = [
 ]
 
 
-def test_bad_input_gets_an_error_reply_and_the_connection_lives(daemon: Daemon) -> None:
-    bystander = daemon.control()
-    with daemon.control() as control:
+async def test_bad_input_gets_an_error_reply_and_the_connection_lives(daemon: InProcess) -> None:
+    bystander = await daemon.control().connect()
+    async with daemon.control() as control:
         for raw, code in BAD_INPUTS:
-            control.send_raw(raw)
-            reply = control.read()
+            await control.send_raw(raw)
+            reply = await control.read()
             assert reply is not None, raw
             assert reply["ok"] is False, raw
             assert reply["error"]["code"] == code, (raw, reply)
             assert reply["error"]["message"], raw
             if raw.startswith(b'{"id": 7'):
                 assert reply["id"] == 7
-            assert control.ok("ping")["pong"] is True  # the same connection carries on
+            assert (await control.ok("ping"))["pong"] is True  # the same connection carries on
 
         # A line over 1 MiB, sent in pieces; then a normal request on the same connection.
-        control.send_raw(b'{"id": 1, "op": "ping", "pad": "' + b"x" * (1 << 20) + b'"}\n')
-        reply = control.read()
+        await control.send_raw(b'{"id": 1, "op": "ping", "pad": "' + b"x" * (1 << 20) + b'"}\n')
+        reply = await control.read()
         assert reply is not None and reply["error"]["code"] == "line_too_long"
-        assert control.ok("ping")["pong"] is True
+        assert (await control.ok("ping"))["pong"] is True
         # Exactly 1 MiB is still allowed.
         body = b'{"id": 9, "op": "ping", "pad": "'
         tail = b'"}'
         line = body + b"y" * ((1 << 20) - len(body) - len(tail)) + tail
         assert len(line) == 1 << 20
-        control.send_raw(line + b"\n")
-        assert control.read() == {"id": 9, "ok": True, "pong": True}
-    assert bystander.ok("ping")["pong"] is True
-    bystander.close()
+        await control.send_raw(line + b"\n")
+        assert await control.read() == {"id": 9, "ok": True, "pong": True}
+    assert (await bystander.ok("ping"))["pong"] is True
+    await bystander.aclose()
     # A client that vanishes mid-request does not hurt the daemon either.
-    half = Control(daemon.socket)
+    half = Control(daemon.socket)  # connect() and send() on a Unix socket do not wait for it
     half.send_raw(b'{"id": 1, "op": "trig')
     half.close()
-    with daemon.control() as control:
-        assert control.ok("status")["status"]["channels"][0]["listening"] is True
+    async with daemon.control() as control:
+        assert (await control.ok("status"))["status"]["channels"][0]["listening"] is True
 
 
-def test_backpressure_without_loss(daemon: Daemon) -> None:
+async def test_backpressure_without_loss(daemon: InProcess) -> None:
     """20,000 events from 32 concurrent clients into a 64-slot queue: each dispatched once."""
     clients, per_client = 32, 625
     errors: list[str] = []
@@ -193,21 +202,24 @@ def test_backpressure_without_loss(daemon: Daemon) -> None:
         except Exception as exc:
             errors.append(f"client {c}: {exc!r}")
 
+    # Blocking clients on threads of their own, as 32 programs would be; joined off the loop.
     threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(120)
+        await anyio.to_thread.run_sync(thread.join, 120)
     assert not errors, errors[:5]
     total = clients * per_client
-    with daemon.control() as control:
-        queue = wait_until(
-            lambda: (q := control.ok("status")["status"]["queue"])["dispatched"] >= total and q,
-            what="every event dispatched",
-        )
+    async with daemon.control() as control:
+
+        async def all_dispatched() -> dict[str, Any] | None:
+            q: dict[str, Any] = (await control.ok("status"))["status"]["queue"]
+            return q if q["dispatched"] >= total else None
+
+        queue = await eventually_async(all_dispatched, what="every event dispatched")
         assert queue["peak"] == 64  # the queue was full: producers really waited
         assert queue["errors"] == 0
-        report = control.ok("trigger", event="command:report", sessionKey="report")
+        report = await control.ok("trigger", event="command:report", sessionKey="report")
     counts = json.loads(report["messages"][0])
     assert len(counts) == total
     assert set(counts.values()) == {1}
