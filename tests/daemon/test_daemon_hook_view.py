@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.support.cli import gatewayd
-from tests.support.fixtures import StartDaemon
+import pytest
+
+from tests.support.cli import gatewayd, off_loop
+from tests.support.fixtures import StartGateway
 from tests.support.hooks import WriteHook
 
 BOOM = """
@@ -16,43 +18,47 @@ async def handler(event):
     event.messages.append("fine")
 """
 
+pytestmark = pytest.mark.anyio
 
-def test_daemon_view_differs_from_the_local_view_and_says_so(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+
+async def test_daemon_view_differs_from_the_local_view_and_says_so(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     hook_dir = write_hook(state_dir / "hooks", "picky", events=["command:go"], handler=BOOM)
     # The daemon's environment disables the hook; this shell's does not.
-    daemon = start_daemon(env={"GATEWAYD_HOOKS__ENTRIES__PICKY__ENABLED": "false"})
-    local = gatewayd(state_dir, "hooks", "list", "--local", "--json")
+    daemon = await start_gateway(env={"GATEWAYD_HOOKS__ENTRIES__PICKY__ENABLED": "false"})
+    local = await off_loop(gatewayd, state_dir, "hooks", "list", "--local", "--json")
     assert local.returncode == 0, local.stderr
     local_doc = json.loads(local.stdout)
     assert local_doc["view"] == "local"
     assert next(h for h in local_doc["hooks"] if h["name"] == "picky")["status"] == "ready"
 
-    default = gatewayd(state_dir, "hooks", "list", "--json")  # a daemon runs: its view
+    default = await off_loop(
+        gatewayd, state_dir, "hooks", "list", "--json"
+    )  # a daemon runs: its view
     doc = json.loads(default.stdout)
     assert doc["view"] == "daemon"
     picky = next(h for h in doc["hooks"] if h["name"] == "picky")
     assert (picky["status"], picky["stats"]) == ("disabled", None)
 
-    text = gatewayd(state_dir, "hooks", "list")
+    text = await off_loop(gatewayd, state_dir, "hooks", "list")
     assert "the running daemon's view (socket " in text.stdout.splitlines()[0]
-    text_local = gatewayd(state_dir, "hooks", "list", "--local")
+    text_local = await off_loop(gatewayd, state_dir, "hooks", "list", "--local")
     assert "this process's view" in text_local.stdout.splitlines()[0]
-    assert daemon.stop() == 0
+    assert await daemon.stop() == 0
 
     # No daemon: the default falls back to the local view; --daemon refuses.
-    fallback = json.loads(gatewayd(state_dir, "hooks", "list", "--json").stdout)
+    fallback = json.loads((await off_loop(gatewayd, state_dir, "hooks", "list", "--json")).stdout)
     assert fallback["view"] == "local"
-    refused = gatewayd(state_dir, "hooks", "info", "picky", "--daemon")
+    refused = await off_loop(gatewayd, state_dir, "hooks", "info", "picky", "--daemon")
     assert refused.returncode == 1 and "gatewayd is not running" in refused.stderr
 
     # With the hook enabled in the daemon too, info shows its counters and last error.
-    daemon = start_daemon()
-    with daemon.control() as control:
-        control.ok("trigger", event="command:go", sessionKey="s")
-        control.ok("trigger", event="command:go", sessionKey="s", context={"fail": True})
-    info = gatewayd(state_dir, "hooks", "info", "picky")
+    daemon = await start_gateway()
+    async with daemon.control() as control:
+        await control.ok("trigger", event="command:go", sessionKey="s")
+        await control.ok("trigger", event="command:go", sessionKey="s", context={"fail": True})
+    info = await off_loop(gatewayd, state_dir, "hooks", "info", "picky")
     assert info.returncode == 0, info.stderr
     lines = info.stdout.splitlines()
     assert lines[0].startswith("(the running daemon's view")
@@ -60,9 +66,11 @@ def test_daemon_view_differs_from_the_local_view_and_says_so(
     assert "calls 2, errors 1, timeouts 0, stalls 0" in counters
     last = next(line for line in lines if line.strip().startswith("last error:"))
     assert f"KeyError: 'user' at {hook_dir / 'handler.py'}:4" in last
-    as_json = json.loads(gatewayd(state_dir, "hooks", "info", "picky", "--json").stdout)
+    as_json = json.loads(
+        (await off_loop(gatewayd, state_dir, "hooks", "info", "picky", "--json")).stdout
+    )
     assert as_json["view"] == "daemon" and as_json["stats"]["errors"] == 1
-    listed = gatewayd(state_dir, "hooks", "list", "-v").stdout
+    listed = (await off_loop(gatewayd, state_dir, "hooks", "list", "-v")).stdout
     row = next(line for line in listed.splitlines() if "picky" in line and "ready" in line)
     assert row.split()[-4:-1] == ["2", "1", "0"]
     assert "last error: " in listed

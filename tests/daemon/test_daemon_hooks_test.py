@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.support.cli import gatewayd
-from tests.support.fixtures import StartDaemon
+import pytest
+
+from tests.support.cli import gatewayd, off_loop
+from tests.support.fixtures import StartGateway
 from tests.support.hooks import WriteHook
 
 GREET = """
@@ -24,6 +26,8 @@ BOOM = """
 async def handler(event):
     raise ValueError("nope")
 """
+
+pytestmark = pytest.mark.anyio
 
 
 def _hooks(write_hook: WriteHook, root: Path) -> None:
@@ -76,31 +80,33 @@ def test_hooks_test_out_of_the_daemon(write_hook: WriteHook, state_dir: Path) ->
     assert bad.returncode == 1 and "--context must be a JSON object" in bad.stderr
 
 
-def test_hooks_test_in_the_daemon_uses_its_view_and_counts(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+async def test_hooks_test_in_the_daemon_uses_its_view_and_counts(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     _hooks(write_hook, state_dir / "hooks")
-    daemon = start_daemon(env={"GATEWAYD_HOOKS__ENTRIES__ECHO__ENABLED": "false"})
-    greet = gatewayd(state_dir, "hooks", "test", "greet", "--context", '{"args": "x"}')
+    daemon = await start_gateway(env={"GATEWAYD_HOOKS__ENTRIES__ECHO__ENABLED": "false"})
+    greet = await off_loop(
+        gatewayd, state_dir, "hooks", "test", "greet", "--context", '{"args": "x"}'
+    )
     assert greet.returncode == 0, greet.stderr
     lines = greet.stdout.splitlines()
     assert lines[0] == "hooks test greet with command:greet, in the running daemon"
     assert lines[1] == "hi hooks-test args='x' at agent:main:hooks-test"
     # The hook's print went to the daemon's log, tagged.
-    daemon.wait_log("hook.output", hook="greet", line="greeting hooks-test")
-    with daemon.control() as control:
-        hooks = control.ok("hooks")["hooks"]
+    await daemon.wait_log("hook.output", hook="greet", line="greeting hooks-test")
+    async with daemon.control() as control:
+        hooks = (await control.ok("hooks"))["hooks"]
     assert next(h for h in hooks if h["name"] == "greet")["stats"]["calls"] == 1
 
     # Disabled in the daemon's environment (not in this shell's): it says so and fails.
-    echo = gatewayd(state_dir, "hooks", "test", "echo")
+    echo = await off_loop(gatewayd, state_dir, "hooks", "test", "echo")
     assert echo.returncode == 1
     assert "echo did not run: it is disabled: disabled in config" in echo.stdout
-    local = gatewayd(state_dir, "hooks", "test", "echo", "--local")
+    local = await off_loop(gatewayd, state_dir, "hooks", "test", "echo", "--local")
     assert local.returncode == 0, local.stderr
 
-    unknown = gatewayd(state_dir, "hooks", "test", "nosuch", "--daemon")
+    unknown = await off_loop(gatewayd, state_dir, "hooks", "test", "nosuch", "--daemon")
     assert unknown.returncode == 1 and "no hook 'nosuch' in the running daemon" in unknown.stderr
-    assert daemon.stop() == 0
-    refused = gatewayd(state_dir, "hooks", "test", "greet", "--daemon")
+    assert await daemon.stop() == 0
+    refused = await off_loop(gatewayd, state_dir, "hooks", "test", "greet", "--daemon")
     assert refused.returncode == 1 and "gatewayd is not running" in refused.stderr

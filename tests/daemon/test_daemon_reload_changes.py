@@ -7,30 +7,34 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from tests.support.cli import gatewayd
-from tests.support.fixtures import StartDaemon
+import pytest
+
+from tests.support.cli import gatewayd, off_loop
+from tests.support.fixtures import StartGateway
 from tests.support.hooks import WriteHook
-from tests.support.state import wait_until
+from tests.support.state import eventually
+
+pytestmark = pytest.mark.anyio
 
 
 def reply(text: str) -> str:
     return f"async def handler(event):\n    event.messages.append({text!r})\n"
 
 
-def test_reload_reports_changes_and_fails_on_failed_hooks(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+async def test_reload_reports_changes_and_fails_on_failed_hooks(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     hooks = state_dir / "hooks"
     write_hook(hooks, "alpha", events=["command:x"], handler=reply("a1"))
     write_hook(hooks, "beta", events=["command:x"], handler=reply("b"))
     write_hook(hooks, "off", events=["command:x"], handler=reply("off"))
-    daemon = start_daemon({"hooks": {"entries": {"off": {"enabled": False}}}})
+    daemon = await start_gateway({"hooks": {"entries": {"off": {"enabled": False}}}})
 
     (hooks / "alpha" / "handler.py").write_text(reply("a2"))
     shutil.rmtree(hooks / "beta")
     write_hook(hooks, "gamma", events=["command:x"], handler=reply("g"))
     write_hook(hooks, "delta", events=["command:x"], handler="raise RuntimeError('broken')\n")
-    result = gatewayd(state_dir, "reload")
+    result = await off_loop(gatewayd, state_dir, "reload")
     assert result.returncode == 1, result
     out = result.stdout.splitlines()
     assert out[0].startswith("reloaded: 6 hooks registered")  # with the 4 bundled
@@ -43,7 +47,7 @@ def test_reload_reports_changes_and_fails_on_failed_hooks(
     assert "error: the reload went through, but 1 hook failed to load: delta" in result.stderr
 
     # The log line is written before the reply, but read from the daemon's pipe by a thread.
-    done = daemon.wait_log("reload.done", result="partial")
+    done = await daemon.wait_log("reload.done", result="partial")
     assert done["level"] == "warning"
     changes = done["changes"]
     assert (changes["added"], changes["changed"], changes["removed"]) == (
@@ -53,32 +57,32 @@ def test_reload_reports_changes_and_fails_on_failed_hooks(
     )
     assert [f.partition(":")[0] for f in changes["failed"]] == ["delta"]
     assert changes["files"] == [] and changes["filesChanged"] == 0  # not from the watcher
-    with daemon.control() as control:
-        status = control.ok("status")["status"]
+    async with daemon.control() as control:
+        status = (await control.ok("status"))["status"]
         assert status["last_reload"]["result"] == "partial"
         assert status["hooks"]["statuses"] == {"disabled": 1, "failed": 1, "ready": 6}
-        assert control.ok("trigger", event="command:x", sessionKey="s")["messages"] == [
+        assert (await control.ok("trigger", event="command:x", sessionKey="s"))["messages"] == [
             "a2",
             "g",
         ]
 
     write_hook(hooks, "delta", events=["command:x"], handler=reply("d"))
-    fixed = gatewayd(state_dir, "reload", "--json")
+    fixed = await off_loop(gatewayd, state_dir, "reload", "--json")
     assert fixed.returncode == 0, fixed
     doc = json.loads(fixed.stdout)
     assert doc["failed"] == [] and doc["changes"]["added"] == ["delta"]
     assert doc["changes"]["changed"] == doc["changes"]["removed"] == []
-    daemon.wait_log("reload.done", result="ok")
-    assert gatewayd(state_dir, "status").stdout.count("1 disabled") == 1
+    await daemon.wait_log("reload.done", result="ok")
+    assert (await off_loop(gatewayd, state_dir, "status")).stdout.count("1 disabled") == 1
 
 
-def test_a_watched_edit_names_the_files_and_the_hook(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+async def test_a_watched_edit_names_the_files_and_the_hook(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     hooks = state_dir / "hooks"
     write_hook(hooks, "alpha", events=["command:x"], handler=reply("a1"))
-    daemon = start_daemon(watch=True)
-    daemon.wait_log("watch.started")
+    daemon = await start_gateway(watch=True)
+    await daemon.wait_log("watch.started")
     handler = hooks / "alpha" / "handler.py"
     handler.write_text(reply("a2"))
 
@@ -88,7 +92,7 @@ def test_a_watched_edit_names_the_files_and_the_hook(
                 return record
         return None
 
-    done = wait_until(changed_line, what="a reload.done naming alpha")
+    done = await eventually(changed_line, what="a reload.done naming alpha")
     assert done["trigger"] == "watch"
     assert str(handler) in done["changes"]["files"]
     assert done["changes"]["filesChanged"] >= 1

@@ -7,10 +7,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.support.cli import gatewayd
-from tests.support.daemon import Daemon
-from tests.support.fixtures import StartDaemon
+import pytest
+
+from tests.support.cli import gatewayd, off_loop
+from tests.support.fixtures import StartGateway
 from tests.support.hooks import WriteHook
+from tests.support.inprocess import InProcess
 
 OK = """
 async def handler(event):
@@ -31,6 +33,8 @@ SYNC_PRINT = """
 def handler(event):
     event.context["count"] = 2
 """
+
+pytestmark = pytest.mark.anyio
 
 
 def _hooks(write_hook: WriteHook, root: Path) -> None:
@@ -53,13 +57,13 @@ def _by_hook(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {h["hook"]: h for h in entry["handlers"]}
 
 
-def test_trigger_trace_has_every_outcome(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+async def test_trigger_trace_has_every_outcome(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     _hooks(write_hook, state_dir / "hooks")
-    daemon = start_daemon(_config())
-    with daemon.control() as control:
-        reply = control.ok(
+    daemon = await start_gateway(_config())
+    async with daemon.control() as control:
+        reply = await control.ok(
             "trigger", event="command:ping", sessionKey="s1", context={"n": 1}, trace=True
         )
     assert reply["messages"] == ["hello from ok"]
@@ -89,15 +93,15 @@ def test_trigger_trace_has_every_outcome(
     assert "g-broken" not in hooks  # it subscribes to another event
 
 
-def test_trace_says_why_nothing_ran(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+async def test_trace_says_why_nothing_ran(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     _hooks(write_hook, state_dir / "hooks")
-    daemon = start_daemon(_config())
-    with daemon.control() as control:
-        none = control.ok("trigger", event="message:received", sessionKey="s", trace=True)
-        failed = control.ok("trigger", event="session:start", sessionKey="s", trace=True)
-        untraced = control.ok("trigger", event="command:ping", sessionKey="s")
+    daemon = await start_gateway(_config())
+    async with daemon.control() as control:
+        none = await control.ok("trigger", event="message:received", sessionKey="s", trace=True)
+        failed = await control.ok("trigger", event="session:start", sessionKey="s", trace=True)
+        untraced = await control.ok("trigger", event="command:ping", sessionKey="s")
     assert none["trace"] == [
         {
             "event": "message:received",
@@ -111,27 +115,31 @@ def test_trace_says_why_nothing_ran(
     assert "trace" not in untraced
 
 
-def test_message_trace_covers_every_event_it_caused(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+async def test_message_trace_covers_every_event_it_caused(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
     _hooks(write_hook, state_dir / "hooks")
-    daemon = start_daemon(_config())
-    with daemon.control() as control:
-        reply = control.ok("message", sessionKey="s2", text="/ping", trace=True)
+    daemon = await start_gateway(_config())
+    async with daemon.control() as control:
+        reply = await control.ok("message", sessionKey="s2", text="/ping", trace=True)
     events = [entry["event"] for entry in reply["trace"]]
     assert events == ["message:received", "session:start", "agent:bootstrap", "command:ping"]
     assert reply["trace"][0]["reason"] == "no hook subscribes to message:received"
     assert _by_hook(reply["trace"][3])["a-ok"]["outcome"] == "ok"
 
 
-def _cli(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
-    return gatewayd(daemon.state, *args, "--socket", str(daemon.socket), timeout=120)
+async def _cli(daemon: InProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return await off_loop(
+        gatewayd, daemon.state, *args, "--socket", str(daemon.socket), timeout=120
+    )
 
 
-def test_cli_trace_flag(write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path) -> None:
+async def test_cli_trace_flag(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
+) -> None:
     _hooks(write_hook, state_dir / "hooks")
-    daemon = start_daemon(_config())
-    text = _cli(daemon, "trigger", "command:ping", "--session", "s", "--trace")
+    daemon = await start_gateway(_config())
+    text = await _cli(daemon, "trigger", "command:ping", "--session", "s", "--trace")
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
     assert lines[0] == "hello from ok"
@@ -141,8 +149,10 @@ def test_cli_trace_flag(write_hook: WriteHook, start_daemon: StartDaemon, state_
         for line in lines
     )
     assert any(line.startswith("  skipped  e-off (python)  disabled") for line in lines)
-    as_json = _cli(daemon, "send", "hi", "--session", "s3", "--trace", "--json")
+    as_json = await _cli(daemon, "send", "hi", "--session", "s3", "--trace", "--json")
     assert as_json.returncode == 0, as_json.stderr
     assert json.loads(as_json.stdout)["trace"][0]["event"] == "message:received"
-    refused = _cli(daemon, "trigger", "command:ping", "--session", "s", "--trace", "--no-wait")
+    refused = await _cli(
+        daemon, "trigger", "command:ping", "--session", "s", "--trace", "--no-wait"
+    )
     assert refused.returncode != 0 and "--trace needs the dispatch" in refused.stderr

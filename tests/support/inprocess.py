@@ -89,6 +89,8 @@ class InProcess:
         self.socket = gateway.config.paths.control_socket
         self._stream = stream
         self.exit_code: int | None = None
+        self.stopped: Callable[[], None] = lambda: None
+        """Called once ``serve()`` returned (the environment it ran with is put back)."""
         self._done = anyio.Event()
         self._logged = anyio.Event()
         loop = asyncio.get_running_loop()
@@ -202,6 +204,7 @@ class InProcess:
         try:
             self.exit_code = await self.gateway.serve(task_status=cast(Any, Started()))
         finally:
+            self.stopped()
             self._done.set()
             self._logged.set()
         if not started:  # the start failed: the exit code says why
@@ -213,8 +216,9 @@ async def run_gateway(
     state: Path, env: Mapping[str, str] | None = None, *, watch: bool = False
 ) -> AsyncIterator[InProcess]:
     """A :class:`InProcess` gateway on ``state`` (its ``gatewayd.yaml`` if written), with the
-    environment variables ``env`` set meanwhile; stopped at the end if it still runs. A start
-    that fails returns it stopped, with its :attr:`~InProcess.exit_code`."""
+    environment variables ``env`` set while it serves (one gateway at a time, then: the
+    environment is the process's); stopped at the end if it still runs. A start that fails
+    returns it stopped, with its :attr:`~InProcess.exit_code`."""
     settings = {"GATEWAYD_HOOKS__LOAD__WATCH": "true" if watch else "false", **(env or {})}
     saved_env = {name: os.environ.get(name) for name in settings}
     saved_logging = structlog.get_config(), logging.getLogger().level
@@ -222,8 +226,16 @@ async def run_gateway(
     stream = LogStream()
     assert os.environ.get("ELIZA_STATE_DIR") == str(state), "use the state_dir fixture"
     assert not [n for n in settings if is_host_setting(n) and not n.startswith("GATEWAYD_")]
+
+    def restore_env() -> None:
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
     try:
-        os.environ.update(settings)
+        os.environ.update(settings)  # the gateway's environment while it serves (reloads too)
         config = load_config()
         sys.stderr = stream  # where gatewayd run writes its log (and a hook's stray writes)
         configure_from(config, None, "json")
@@ -231,6 +243,7 @@ async def run_gateway(
             gateway = Gateway(config, log_overrides=(None, "json"), loop_name=_loop_name())
             async with anyio.create_task_group() as tg:
                 running = InProcess(state, gateway, stream)
+                running.stopped = restore_env
                 with anyio.fail_after(START_TIMEOUT_S):
                     await tg.start(running._serve)
                 try:
@@ -243,11 +256,7 @@ async def run_gateway(
         structlog.configure(**saved_logging[0])
         logging.getLogger().setLevel(saved_logging[1])
         _file_sink(None)  # a gateway.log.file the config named is closed
-        for name, value in saved_env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        restore_env()
         gc.unfreeze()  # what the start froze is collectable again once the test lets go
 
 
