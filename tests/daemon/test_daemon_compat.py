@@ -1,4 +1,4 @@
-"""Hooks and a config written for OpenClaw and Hermes, against a real ``gatewayd run``: plugin-hook
+"""Hooks and a config written for OpenClaw and Hermes, against a real gateway: plugin-hook
 names fire, a misspelled event is a counted warning (not a silent no-op), an opt-in hook stays
 off, a Hermes hook is called, and the OpenClaw webhook keys are logged as ignored."""
 
@@ -9,13 +9,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.fixtures import StartDaemon
+import anyio
+import pytest
+
+from tests.support.fixtures import StartGateway
 from tests.support.hooks import WriteHook
-from tests.support.state import clean_env, wait_until
+from tests.support.state import clean_env, eventually
 
 
-def test_openclaw_and_hermes_hooks_in_a_real_daemon(
-    state_dir: Path, start_daemon: StartDaemon, write_hook: WriteHook
+@pytest.mark.anyio
+async def test_openclaw_and_hermes_hooks_in_a_real_daemon(
+    state_dir: Path, start_gateway: StartGateway, write_hook: WriteHook
 ) -> None:
     managed = state_dir / "hooks"
     write_hook(managed, "aliased", events=["message_received"])
@@ -39,32 +43,28 @@ def test_openclaw_and_hermes_hooks_in_a_real_daemon(
             "internal": {"enabled": True, "entries": {"aliased": {"enabled": True}}},
         }
     }
-    daemon = start_daemon(config)
-    ignored = daemon.wait_log("config.ignored")
+    daemon = await start_gateway(config)
+    ignored = await daemon.wait_log("config.ignored")
     assert sorted(ignored["keys"]) == ["hooks.enabled", "hooks.mappings", "hooks.token"]
 
-    reply = daemon.send("hello there", channel="telegram")
+    reply = await daemon.send("hello there", channel="telegram")
     assert reply["messages"] == ["aliased"]  # not typo (never fires), not optin (off)
-    daemon.send("/deploy v2", channel="telegram")
-    wait_until(lambda: calls.exists() and calls.read_text().count("\n") == 1)
+    await daemon.send("/deploy v2", channel="telegram")
+    await eventually(lambda: calls.exists() and calls.read_text().count("\n") == 1)
     assert json.loads(calls.read_text()) == ["command:deploy", "telegram", "v2"]
 
-    status = daemon.request("status")["status"]
+    status = (await daemon.request("status"))["status"]
     assert status["hooks"]["warnings"] == 1
     assert any(s.startswith("optin: off by default") for s in status["hooks"]["skipped"])
     warning = next(line for line in daemon.events("hook.warning") if line["hook"] == "typo")
     assert "did you mean message:received?" in warning["warning"]
 
-    text = subprocess.run(
-        [sys.executable, "-m", "gatewayd", "status"],
-        env=clean_env(state_dir),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    shown = await anyio.run_process(
+        [sys.executable, "-m", "gatewayd", "status"], env=clean_env(state_dir), check=True
+    )
+    text = shown.stdout.decode()
     assert "; 1 warnings" in text
-    assert daemon.stop() == 0
+    assert await daemon.stop() == 0
 
 
 def test_hooks_check_strict_fails_on_warnings_only(state_dir: Path, write_hook: WriteHook) -> None:
