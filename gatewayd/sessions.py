@@ -22,7 +22,7 @@ The table's journal and snapshot are written in a worker thread, one batch at a 
 order the changes were made on the event loop (concurrent changes share one write and one
 fsync). Transcript lines are appended on the event loop when they are made, one ``write`` per
 call and no fsync: a page-cache append costs 2 to 10 us, a worker-thread hop ~120 us of CPU on
-the 2-core bench machine (issue 18, bench/NOTES.md), and the daemon's log lines are written the
+the 2-core bench machine, and the daemon's log lines are written the
 same way. The most recently written transcripts (:data:`OPEN_TRANSCRIPTS`) stay open between
 appends; each append first checks (``lstat``) that the path still names the open file, so a
 transcript removed, renamed or replaced under the daemon is opened (created) again at its path
@@ -58,7 +58,7 @@ import anyio
 import structlog
 
 from gatewayd.atomic import append_whole, atomic_write, read_regular, trim_torn_tail
-from gatewayd.jsonenc import encoder, loads
+from gatewayd.jsonenc import dumps, loads
 from gatewayd.paths import ensure_private_dir
 from gatewayd.timestamps import iso_now
 
@@ -90,17 +90,9 @@ BOOTSTRAP_NAMES = (
 """The workspace's standard bootstrap files, in the order an agent reads them."""
 
 
-_RAW_JSON = encoder(ensure_ascii=False)
-_ESCAPED_JSON = encoder(ensure_ascii=True)
-# Built once (gatewayd/jsonenc.py): transcript lines are encoded on the event loop only.
-
-
 def json_line(record: Any) -> bytes:
     """``record`` as one UTF-8 JSON line; text UTF-8 cannot encode is ``\\u``-escaped."""
-    try:
-        return (_RAW_JSON(record) + "\n").encode()
-    except UnicodeEncodeError:  # a lone surrogate: JSON's escapes carry it, raw UTF-8 cannot
-        return (_ESCAPED_JSON(record) + "\n").encode()
+    return dumps(record, newline=True)
 
 
 def message(role: str, content: str, timestamp: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -108,28 +100,12 @@ def message(role: str, content: str, timestamp: str | None = None, **extra: Any)
     return {"role": role, "content": content, "timestamp": timestamp or iso_now(), **extra}
 
 
-_JSON_STRING = json.encoder.encode_basestring
-"""A str as a JSON string literal, quotes included, non-ASCII as it is (json's C function)."""
-
-
 def message_line(role: str, content: str, timestamp: str | None = None, **extra: str) -> bytes:
-    """The transcript line of :func:`message`: the same bytes as ``json_line(message(...))``.
-
-    Every field of a message is a string, so the line is put together here, one C call per
-    string, instead of going through the JSON encoder: 4 lines a message (the user's and 3
-    replies) took 4.6 us that way, 1.2 us this way (timeit), 6% of the loop's GIL samples on
-    the ``message`` path (py-spy, issue 18 session 6, bench/NOTES.md)."""
-    timestamp = timestamp or iso_now()
-    line = (
-        f'{{"role": {_JSON_STRING(role)}, "content": {_JSON_STRING(content)}, '
-        f'"timestamp": {_JSON_STRING(timestamp)}'
+    """The transcript line of :func:`message`: ``json_line(message(...))``."""
+    return dumps(
+        {"role": role, "content": content, "timestamp": timestamp or iso_now(), **extra},
+        newline=True,
     )
-    for key, value in extra.items():
-        line += f", {_JSON_STRING(key)}: {_JSON_STRING(value)}"
-    try:
-        return (line + "}\n").encode()
-    except UnicodeEncodeError:  # a lone surrogate: json_line escapes it
-        return json_line(message(role, content, timestamp, **extra))
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +144,7 @@ class _OpenTranscripts:
     returns the descriptor and the file's current size, else closes it and returns ``(-1, 0)``.
     Kept open, an append costs the ``lstat`` and the ``write`` instead of ``open``, two
     ``fstat``, ``write`` and ``close``: daemon CPU per message, memory journal, 116 -> 106 us
-    (median of 6 interleaved rounds; issue 18, bench/NOTES.md)."""
+    (``message`` ops under load, median of 6 interleaved rounds)."""
 
     __slots__ = ("files", "limit")
 

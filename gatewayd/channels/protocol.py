@@ -26,7 +26,7 @@ from gatewayd.channels.transport import TransportStream
 from gatewayd.hooks.events import EVENT_TYPES, MAX_SESSION_KEY, EventKeyError, parse_event_key
 from gatewayd.hooks.schema import DECISION_EVENTS, EVENTS
 from gatewayd.hooks.vocabulary import posted_key
-from gatewayd.jsonenc import encoder
+from gatewayd.jsonenc import dumps
 
 MAX_LINE = 1 << 20
 """Longest request line in bytes, newline excluded."""
@@ -64,10 +64,8 @@ def _finite(text: str) -> float:
     return value
 
 
-# Built once: json.loads/json.dumps with options build a new decoder/encoder on every call.
+# Built once: json.loads with options builds a new decoder on every call.
 _DECODER = json.JSONDecoder(parse_constant=_not_json, parse_float=_finite)
-_ENCODER = encoder(ensure_ascii=False, allow_nan=False)  # replies, on the event loop only
-_ASCII_ENCODER = json.JSONEncoder(ensure_ascii=True, allow_nan=False, default=str)
 
 
 def encode(reply: dict[str, Any]) -> bytes:
@@ -81,11 +79,11 @@ def encode(reply: dict[str, Any]) -> bytes:
     error with the same id, or with id null when the id is the problem.
     """
     try:
-        return (_ENCODER(reply) + "\n").encode()
+        return dumps(reply, allow_nan=False, newline=True)
     except Exception:  # the rare reply: the slow path below says what was wrong
         pass
     try:
-        return (_ASCII_ENCODER.encode(_plain(reply)) + "\n").encode()
+        return dumps(_plain(reply), allow_nan=False, newline=True)
     except Exception as exc:  # whatever a hook's value does, the client gets a reply
         return _unserialisable(reply, exc)
 
@@ -113,10 +111,8 @@ def _unserialisable(reply: dict[str, Any], exc: Exception) -> bytes:
     message = f"reply not serialisable: {type(exc).__name__}: {_text(exc)}"
     for req_id in (reply.get("id"), None):
         with contextlib.suppress(Exception):
-            return (_ASCII_ENCODER.encode(error(req_id, "internal", message)) + "\n").encode()
-    return (
-        _ASCII_ENCODER.encode(error(None, "internal", "reply not serialisable")) + "\n"
-    ).encode()
+            return dumps(error(req_id, "internal", message), allow_nan=False, newline=True)
+    return dumps(error(None, "internal", "reply not serialisable"), newline=True)
 
 
 def _text(exc: BaseException) -> str:
@@ -282,7 +278,7 @@ plain tuple: building a NamedTuple or an object per request cost more than the c
 
 def _mistyped(field: Field, value: Any) -> RequestError:
     try:
-        shown = f" ({_ASCII_ENCODER.encode(value)[:60]})"
+        shown = f" ({dumps(value).decode()[:60]})"
     except (RecursionError, ValueError):  # too deep to show
         shown = ""
     return RequestError(

@@ -1,15 +1,13 @@
 """How an event's context becomes the JSON text the SQLite journal stores.
 
 Every accepted event's context is encoded once, on the event loop as its batch is committed:
-this is on the durable path's critical path, so it must be cheap. ``json.JSONEncoder.encode``
-builds a new C encoder (and a float formatter) on every call, several times the cost of
-encoding a small context; :func:`make_encoder` builds the C encoder once and reuses it, with the
-same output (checked against ``JSONEncoder`` in tests/journal/test_journal_records.py). Each
-journal makes its own: the encoder's cycle-detection table is not to be shared between threads.
+this is on the durable path's critical path, so it must be cheap: :func:`gatewayd.jsonenc.dumps`
+(orjson), whose text decodes to what ``json.JSONEncoder(default=str).encode`` writes (checked
+against it in tests/journal/test_journal_records.py).
 
-``ensure_ascii``: a lone surrogate in a hook-set context value is written as ``\\udXXX`` (and
-read back the same), never handed to SQLite as text it cannot encode. Values JSON has no form
-for are written as their ``str()``; a context that contains itself raises ``ValueError``.
+A lone surrogate in a hook-set context value is written as ``\\udXXX`` (and read back the same),
+never handed to SQLite as text it cannot encode. Values JSON has no form for are written as
+their ``str()``; a context that contains itself raises ``ValueError``.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from gatewayd.jsonenc import encoder
+from gatewayd.jsonenc import dumps
 
 BASE_KEYS = ("cfg", "workspaceDir", "agentId")
 """Context every event carries (the gateway's base): not stored, put back on replay. Only the
@@ -29,13 +27,17 @@ Encode = Callable[[Any], str]
 
 
 def reference_encoder() -> Encode:
-    """The encoder :func:`make_encoder` matches: ``JSONEncoder(...).encode``."""
+    """The encoder whose text :func:`make_encoder`'s decodes to: ``JSONEncoder(...).encode``."""
     return json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=str).encode
 
 
 def make_encoder() -> Encode:
-    """A compact, ASCII-only JSON encoder built once (``str()`` for unknown values)."""
-    return encoder(ensure_ascii=True, separators=(",", ":"))
+    """The context encoder: compact JSON text, ``str()`` for values JSON has no form for."""
+    return _encode
+
+
+def _encode(value: Any) -> str:
+    return dumps(value).decode()
 
 
 def context_json(context: dict[str, Any], base: dict[str, Any], encode: Encode) -> str:
@@ -44,8 +46,8 @@ def context_json(context: dict[str, Any], base: dict[str, Any], encode: Encode) 
     if "cfg" not in context and "gateway" not in context:
         return encode(context)
     # A copy less the left-out keys, not a dict comprehension over every key: the same dict
-    # (order kept), 3.5 -> 2.7 us for a `message:received` context (bench/NOTES.md, issue 18,
-    # session 9); this runs on the event loop for every durable event.
+    # (order kept), 3.5 -> 2.7 us for a `message:received` context (timeit); this runs on the
+    # event loop for every durable event.
     own = context.copy()
     own.pop("gateway", None)
     for key in BASE_KEYS:

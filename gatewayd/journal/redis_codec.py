@@ -28,14 +28,16 @@ from typing import Any
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.results import reply_lines
 from gatewayd.journal.records import BASE_KEYS
-from gatewayd.jsonenc import encoder, loads
+from gatewayd.jsonenc import dumps, loads
 from gatewayd.timestamps import iso_utc
 
 GROUP = "gatewayd"
 """The one consumer group on every partition stream."""
-# ensure_ascii: a lone surrogate in a hook-set context value travels as \udXXX. One encoder,
-# made once (the event loop's only): json.JSONEncoder.encode makes a new one on every call.
-_encode = encoder(ensure_ascii=True, separators=(",", ":"))
+
+
+def _encode(value: Any) -> str:
+    """A stream entry's JSON (a lone surrogate in a hook-set context value travels as \\udXXX)."""
+    return dumps(value).decode()
 
 
 class Keys:

@@ -135,7 +135,7 @@ TEXTS = [
 
 
 def test_a_message_line_is_the_json_of_its_record() -> None:
-    # message_line() formats the line itself (issue 18): the same bytes json_line() writes.
+    # message_line() writes the same bytes json_line() writes of its record.
     for text in TEXTS:
         for extra in ({}, {"senderId": text, "channel": "control"}, {"blocked": text}):
             line = message_line("user", text, "2025-01-31T09:15:02.347Z", **extra)
