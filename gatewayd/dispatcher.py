@@ -214,8 +214,8 @@ class Dispatcher:
         :meth:`hears` is done as it is accepted (design.md section 8, :meth:`accept_unheard`):
         it gets its id and is counted, but is neither journaled nor queued, so no worker wakes
         for it. Three events a message with no ``message:sent`` hook: daemon CPU per message
-        with the SQLite journal 288-393 -> 216-261 us, within noise with the memory one
-        (issue 18). Raises :class:`QueueClosed`."""
+        with the SQLite journal 288-393 -> 216-261 us, within noise with the memory one.
+        Raises :class:`QueueClosed`."""
         heard: list[HookEvent] = []
         for event in events:
             key = f"{event.type}:{event.action}"
