@@ -43,7 +43,7 @@ class HookLog:
     """``structlog.get_logger("gatewayd.hook").bind(hook=<name>)``, bound when first used.
 
     Most hooks never log through ``ctx.log``; binding a logger for each one at load time was
-    ~2.7 us and three objects of each hook's cold load (bench/NOTES.md, issue 18, session 6).
+    ~2.7 us and three objects of each hook's cold load.
     """
 
     __slots__ = ("_bound", "_hook")
@@ -159,7 +159,7 @@ class Handler:
 def _plain(fn: Callable[..., Any]) -> FunctionType | None:
     """``fn`` when it is a plain function with nothing set on it (no ``__wrapped__``, no
     ``__signature__``): its code object then tells what ``inspect`` would, much faster
-    (``inspect.signature()`` was 40 to 70 us of each hook's load; bench/NOTES.md, issue 18)."""
+    (``inspect.signature()`` was 40 to 70 us of each hook's load)."""
     return fn if type(fn) is FunctionType and not fn.__dict__ else None
 
 
@@ -224,7 +224,7 @@ def make_handler(
 
     ``ctx``: the :class:`HookContext` it gets, or what builds one, called only when ``fn``
     takes a ``ctx`` (the loader's: most hooks take only the event, and a context built for each
-    was ~2.5 us and two objects of each hook's cold load; bench/NOTES.md, issue 18, session 7).
+    was ~2.5 us and two objects of each hook's cold load).
     """
     where = where or f"hook {hook!r}: handler {getattr(fn, '__qualname__', fn)!r}"
     if not callable(fn):
