@@ -111,8 +111,7 @@ class HookStats:
 
         A ring made with each hook's counters was 2 KB a hook: a fifth of the memory a cold
         load of 1,000 hooks takes (~500 page faults) and ~4 ms of its collections (256 items
-        to traverse each), for hooks most of which may never see an event (bench/NOTES.md,
-        issue 18, session 7)."""
+        to traverse each), for hooks most of which may never see an event."""
         if not self.durations:
             self.durations = [0.0] * RING
 
@@ -132,13 +131,12 @@ class HookStats:
         self.total_s += sum(self.durations)  # in ring order, as each call was counted
         self.folded = self.timed
         # The common case first: every call under the first bound (0.5 ms). max() and sum()
-        # take ~5 us a fold, sorting and bisecting ~12 us: 0.02 against 0.05 us of each call
-        # (bench/NOTES.md, issue 18).
+        # take ~5 us a fold, sorting and bisecting ~12 us: 0.02 against 0.05 us of each call.
         if max(self.durations) <= BUCKETS[0]:
             buckets[0] += RING
             return
         # Sorted once, then one bisect per bucket bound: a bisect per duration made the fold
-        # ~0.15 us of every call's cost (~40 us each 256 calls; bench/NOTES.md, issue 18).
+        # ~0.15 us of every call's cost (~40 us each 256 calls).
         ring = sorted(self.durations)
         below = 0
         for i, bound in enumerate(BUCKETS):
