@@ -100,8 +100,7 @@ class Commit:
 
         A plain method returning the poster's future, not a coroutine: every durable poster
         awaits one, and a coroutine per wait is one more object and one more frame to resume
-        on every wake-up (256 posters a commit: 1.7 -> 1.5 us a wake-up; bench/NOTES.md,
-        issue 15, fifth pass)."""
+        on every wake-up (256 posters a commit: 1.7 -> 1.5 us a wake-up)."""
         waiter = self._loop.create_future()
         if self._finished:
             if self.error is not None:
