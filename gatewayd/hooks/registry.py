@@ -174,7 +174,7 @@ class HookRegistry:
         """The reply-path plans (unscoped) whose handlers are all async, by event type and
         action, with each handler's fields taken out once (:func:`_entries`): what
         :func:`_run_async_plan` runs. By type, then action: no ``type:action`` string is built
-        to find one (that and its hash were 0.1 us of every event's ~0.9, bench/NOTES.md)."""
+        to find one (that and its hash were 0.1 us of every event's ~0.9)."""
         self._event_counts: dict[str, int] = {}
         """:attr:`event_counts` but for the runs of the all-async plans since they were folded
         (:meth:`_fold`)."""
@@ -190,7 +190,7 @@ class HookRegistry:
         self._session_plans: dict[tuple[str, str], _Plans] = {}
         """``_scoped_plans`` by ``(key, session key)``: one lookup instead of parsing the
         session key (an event's plan is looked up 1 to 3 times; with the same cache for
-        ``Gateway.event_base``: -6 to -22 us of daemon CPU per ``message``, issue 18)."""
+        ``Gateway.event_base``: -6 to -22 us of daemon CPU per ``message``)."""
         self.background = False
         """True when any handler runs in the background (the dispatcher then looks for them)."""
         self._hook_threads = hook_threads
@@ -389,7 +389,7 @@ class HookRegistry:
         which returns a future already holding the report; a handler that suspends makes it
         return a coroutine that runs the rest (:meth:`_suspended`, where its timeout starts).
         Not a coroutine itself: one per event was 0.03-0.05 us of the loop's ~1.45 (one
-        no-op handler; bench/NOTES.md, issue 18, session 8, second pass). Callers await the
+        no-op handler). Callers await the
         result at once, as they would a coroutine.
         """
         actions = self._async_plans.get(event.type)  # only ever filled while not scoped
@@ -416,7 +416,7 @@ class HookRegistry:
         # Whether the handlers that return without suspending are timed (hooks/stats.py): on
         # every event that comes BURST_S or more after the one before, else on the 1st, 9th,
         # 17th... of its key. A clock read and a ring write a handler were 0.115 us of a
-        # no-op handler's ~0.35 (bench/NOTES.md, issue 18, session 8).
+        # no-op handler's ~0.35.
         start = perf_counter()
         timed = start - self._last_start >= BURST_S or n & _SAMPLE_MASK == 1
         self._last_start = start
@@ -532,7 +532,7 @@ def _run_plan(
     finishes without suspending costs its call and its counters, no step of its own; one that
     suspends is taken out by ``dispatch`` (:meth:`HookRegistry._suspended`). Against a
     hand-stepped coroutine per handler, CPU time of the dispatch loop: 1.6 against 1.8 us an
-    event with one no-op handler, 4.3 against 6.1 us with ten (bench/NOTES.md, issue 18).
+    event with one no-op handler, 4.3 against 6.1 us with ten.
 
     Ends by returning ``None`` when every handler ran and none failed, else by raising
     :class:`_Finished` with the report. ``failed``: what failed before (a restart after a
@@ -627,9 +627,8 @@ def _run_async_plan(
     fields unpacked from its entry (:func:`_entries`) instead of read off the handler, and no
     test of its kind.
 
-    CPU time of the dispatch loop against :func:`_run_plan` (bench/NOTES.md, issue 18,
-    session 8): 4.4-4.5 -> 4.0-4.2 us an event with ten no-op handlers, 1.57 -> 1.51-1.55 us
-    with one.
+    CPU time of the dispatch loop against :func:`_run_plan`: 4.4-4.5 -> 4.0-4.2 us an event
+    with ten no-op handlers, 1.57 -> 1.51-1.55 us with one.
     """
     slot = running
     context = event.context
@@ -700,8 +699,7 @@ class _AsyncPlan:
     (the chain halted, a cancellation) is taken back off the counters (:func:`_uncount`); so
     is one that is counted elsewhere too (``HookStats.record``: a failure, a suspension).
     Counting each call was 0.025-0.03 us a handler, the event in the dict 0.08-0.1 us: with
-    one / ten no-op handlers, 1.49 -> 1.37 / 3.25 -> 2.90 us of CPU an event (bench/NOTES.md,
-    issue 18, session 8, second pass).
+    one / ten no-op handlers, 1.49 -> 1.37 / 3.25 -> 2.90 us of CPU an event.
     """
 
     __slots__ = ("entries", "folded", "handlers", "key", "runs")
