@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
+from gatewayd.hooks.runtime_contexts import RUNTIME_EVENTS
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -131,7 +133,9 @@ class MessageSentContext(BaseContext, total=False):
 
 class AgentStartContext(BaseContext, total=False):
     """``agent:before_start``: the agent runtime is about to run a turn; handlers return
-    ``{"prependContext": ...}`` (joined in order) or ``{"systemPrompt": ...}``."""
+    ``{"prependContext": ...}`` (joined in order), ``{"systemPrompt": ...}``, or, as OpenClaw's
+    ``before_agent_start`` may, ``{"modelOverride": ..., "providerOverride": ...}`` (the first
+    handler that sets one wins)."""
 
     sessionKey: str
     prompt: str
@@ -393,7 +397,12 @@ EVENTS: Mapping[str, EventSpec] = {
             AgentStartContext,
             frozenset({"prependContext"}),
             "caller",
-            {"prependContext": Merge.JOIN, "systemPrompt": Merge.LAST},
+            {
+                "prependContext": Merge.JOIN,
+                "systemPrompt": Merge.LAST,
+                "modelOverride": Merge.FIRST,
+                "providerOverride": Merge.FIRST,
+            },
         ),
         EventSpec("agent:end", AgentEndContext, frozenset(), "caller"),
         EventSpec(
@@ -414,6 +423,18 @@ EVENTS: Mapping[str, EventSpec] = {
         ),
         EventSpec("agent:before_compaction", CompactionContext, frozenset(), "caller"),
         EventSpec("agent:after_compaction", CompactionContext, frozenset(), "caller"),
+        # OpenClaw's plugin hooks around an agent run, posted here by the agent runtime.
+        *(
+            EventSpec(
+                key,
+                context,
+                frozenset(mutable),
+                "caller",
+                {field: Merge(how) for field, how in results.items()},
+                stop=stop,
+            )
+            for key, context, mutable, results, stop in RUNTIME_EVENTS
+        ),
         # OpenClaw fires its internal compaction events and the plugin hooks above for one
         # compaction, each with its own shape: an agent runtime posts both.
         EventSpec("session:compact:before", CompactBeforeContext, frozenset(), "caller"),

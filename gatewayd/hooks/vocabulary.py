@@ -58,8 +58,48 @@ PLUGIN_HOOKS: Final = {
     "before_tool_call": "agent:before_tool_call",
     "after_tool_call": "agent:after_tool_call",
     "tool_result_persist": "agent:tool_result_persist",
+    "before_model_resolve": "agent:before_model_resolve",
+    "before_prompt_build": "agent:before_prompt_build",
+    "agent_turn_prepare": "agent:turn_prepare",
+    "before_agent_reply": "agent:before_reply",
+    "model_call_started": "agent:model_call_started",
+    "model_call_ended": "agent:model_call_ended",
+    "llm_input": "agent:llm_input",
+    "llm_output": "agent:llm_output",
+    "before_agent_finalize": "agent:before_finalize",
+    "before_reset": "agent:before_reset",
+    "before_message_write": "agent:before_message_write",
+    "subagent_spawned": "agent:subagent_spawned",
+    "subagent_progress": "agent:subagent_progress",
+    "subagent_ended": "agent:subagent_ended",
+    "subagent_delivery_target": "agent:subagent_delivery_target",
+    "heartbeat_prompt_contribution": "agent:heartbeat_prompt_contribution",
 }
 """OpenClaw plugin-hook names (``_`` spelling) and the event each one is here."""
+
+PLUGIN_HOOKS_NEVER: Final[dict[str, str]] = {
+    "inbound_claim": "inbound messages here come through the control socket, which no plugin "
+    "claims: use message:received (message_received), which may block or rewrite a message",
+    "before_dispatch": "no reply is dispatched here by a channel plugin: use message:received "
+    "(message_received) to block a message or answer it before anything else sees it",
+    "reply_dispatch": "replies here are the handlers' event.messages, delivered by the gateway "
+    "itself: use message:sending (message_sending) to rewrite or cancel each reply line",
+    "reply_payload_sending": "a reply here is lines of text, not OpenClaw's reply payloads: use "
+    "message:sending (message_sending) to rewrite or cancel each line",
+    "channel_pairing_requested": "channels here do not pair senders (the control socket "
+    "admits its own uid only)",
+    "before_agent_run": "its input-gate decision ({outcome: pass|block}) is OpenClaw's agent "
+    "runner's: block a turn in agent:before_start or a message in message:received",
+    "resolve_exec_env": "no exec tool runs here (it is the agent runtime's)",
+    "cron_reconciled": "there is no cron here",
+    "cron_changed": "there is no cron here",
+    "skill_proposal_evaluate": "there are no skills here",
+    "skill_proposal_changed": "there are no skills here",
+    "skill_changed": "there are no skills here",
+    "before_install": "installing (gatewayd hooks install) is a command, not the daemon's "
+    "work: no hook runs for it",
+}
+"""OpenClaw 2026.9.6's plugin-hook names that never run here, and why (with what to use)."""
 
 ALIASES: Final[dict[str, tuple[str, ...]]] = {
     "command:*": ("command",),
@@ -194,6 +234,12 @@ def resolve(name: str) -> Resolution:
     if _EVE_SHAPE.match(written):
         return _resolve_eve(written)
     plugin = written.lower().replace("-", "_")
+    if plugin in PLUGIN_HOOKS_NEVER:
+        warning = (
+            f"events: {written!r}: an OpenClaw plugin hook that never runs here because "
+            f"{PLUGIN_HOOKS_NEVER[plugin]}"
+        )
+        return Resolution(written, (), (warning,))
     if plugin in PLUGIN_HOOKS:
         key = PLUGIN_HOOKS[plugin]
         fired = EVENTS[key].fired
