@@ -62,6 +62,8 @@ export function wrapMessageService(runtime: IAgentRuntime, bridge: Bridge): void
   const original: HandleMessage = service.handleMessage.bind(service);
   service[WRAPPED] = true;
   service.handleMessage = async (rt, message, callback, options) => {
+    // The agent's own messages the runtime skips unanswered: nothing to ask or post.
+    if (message.entityId === rt.agentId) return original(rt, message, callback, options);
     const key = bridge.sessionKey(message.roomId);
     const channel = channelOf(message);
     void bridge.watchRoom(message.roomId);

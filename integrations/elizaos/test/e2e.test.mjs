@@ -137,6 +137,19 @@ test("a message through the runtime fires a Python and a TypeScript hook, and th
   await eventually(() => seen().some((r) => r.event === "message:sent" && r.content === "Hello Ada" && r.success), "message:sent");
 });
 
+test("the agent's own message is not asked about (the runtime skips it)", async () => {
+  const result = await runtime.messageService.handleMessage(runtime, {
+    id: crypto.randomUUID(),
+    entityId: runtime.agentId,
+    agentId: runtime.agentId,
+    roomId: room.roomId,
+    content: { text: "talking to myself", source: "test" },
+    createdAt: Date.now(),
+  });
+  assert.equal(result.didRespond, false);
+  assert.ok(!seen().some((r) => r.content === "talking to myself"));
+});
+
 test("a block decision stops the runtime: no model call, no reply, nothing stored", async () => {
   const prompts = model.prompts.length;
   model.replies.push(modelReply("should never be said"));
