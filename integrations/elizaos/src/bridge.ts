@@ -20,6 +20,7 @@ import {
 } from "@gatewayd/client";
 
 import type { ResolvedOptions } from "./options.js";
+import { Turns } from "./turns.js";
 
 const SRC = "plugin:gatewayd";
 const RETRYABLE = new Set([
@@ -42,6 +43,8 @@ export interface Decision<K extends DecisionEventKey> {
 
 export class Bridge {
   readonly client: GatewaydClient;
+  /** Each run's text and prepended context, between the moments the plugin sees. */
+  readonly turns = new Turns();
   private readonly subscriptions = new Map<UUID, Subscription>();
   private readonly watching = new Set<UUID>();
   private stopped = false;

@@ -13,6 +13,7 @@
 import type { Plugin } from "@elizaos/core";
 
 import { events } from "./mapping.js";
+import { gatewaydContext } from "./provider.js";
 import type { GatewaydPluginOptions } from "./options.js";
 import { GatewaydService } from "./service.js";
 
@@ -30,6 +31,7 @@ export function gatewaydPlugin(options: GatewaydPluginOptions = {}): Plugin {
     name: "gatewayd",
     description: "Runs the agent's messages, replies and actions through gatewayd's hooks",
     services: [service],
+    providers: [gatewaydContext],
     events,
   };
 }

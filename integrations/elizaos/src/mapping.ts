@@ -19,7 +19,7 @@ export const EVENT_MAP: readonly { elizaos: string; gatewayd: string; decides?: 
   { elizaos: "reply delivered (or cancelled, or failed)", gatewayd: "message:sent" },
   { elizaos: "action handler", gatewayd: "agent:before_tool_call", decides: "block, or change params" },
   { elizaos: "action handler returned", gatewayd: "agent:after_tool_call" },
-  { elizaos: EventType.RUN_STARTED, gatewayd: "agent:before_start" },
+  { elizaos: EventType.RUN_STARTED, gatewayd: "agent:before_start", decides: "prependContext (a provider puts it in the prompt)" },
   { elizaos: EventType.RUN_ENDED, gatewayd: "agent:end" },
   { elizaos: EventType.RUN_TIMEOUT, gatewayd: "agent:end" },
   { elizaos: EventType.WORLD_JOINED, gatewayd: "agent:world_joined" },
@@ -46,10 +46,20 @@ function run(kind: "started" | "ended" | "timeout") {
     if (!bridge) return;
     const key = bridge.sessionKey(String(payload.roomId));
     const base = { sessionKey: key, runId: payload.runId, messageId: payload.messageId, entityId: payload.entityId };
+    const messageId = String(payload.messageId);
     if (kind === "started") {
-      bridge.post("agent:before_start", key, { ...base, messages: [] });
+      // Awaited by the runtime before it composes the prompt: what the hooks return to prepend
+      // reaches the prompt through the GATEWAYD_CONTEXT provider (provider.ts).
+      const { result } = await bridge.decide(
+        "agent:before_start",
+        key,
+        { ...base, prompt: bridge.turns.prompt(messageId) ?? "", messages: [] },
+        {},
+      );
+      if (result.prependContext) bridge.turns.prepend(messageId, result.prependContext);
       return;
     }
+    bridge.turns.end(messageId);
     const error = kind === "timeout" ? String(payload.error ?? "the run timed out") : (payload.error as string | undefined);
     bridge.post("agent:end", key, {
       ...base,

@@ -92,6 +92,7 @@ export function wrapMessageService(runtime: IAgentRuntime, bridge: Bridge): void
     if (typeof result.content === "string" && result.content !== text) {
       inbound = { ...message, content: { ...message.content, text: result.content } };
     }
+    if (inbound.id) bridge.turns.begin(inbound.id, inbound.content.text ?? "");
     const reply = callback ? wrapReply(bridge, inbound, callback) : undefined;
     return original(rt, inbound, reply, options);
   };

@@ -59,6 +59,10 @@ const hooks = {
       "    return None",
     ].join("\n"),
   ),
+  context: pythonHook(
+    ["agent:before_start"],
+    '    if "remember" in event.context.get("prompt", ""):\n        return {"prependContext": "The user is called Ada and likes tea."}',
+  ),
   remind: pythonHook(["agent:remind"], '    await ctx.gateway.send(event.session_key, event.context.get("text", "reminder"))'),
   recorder: pythonHook(
     ["message:received", "message:sent", "agent:before_start", "agent:end", "agent:before_tool_call", "agent:after_tool_call"],
@@ -172,6 +176,15 @@ test("a rewrite changes what the runtime stores and prompts with (Python and Typ
   const texts = (await runtime.getMemories({ roomId: room.roomId, tableName: "messages", count: 50 })).map((m) => m.content.text);
   assert.ok(texts.includes("please SWAPPED-BY-HOOK this"));
   assert.ok(texts.includes("a rewritten-in-ts here"));
+});
+
+test("agent:before_start: what a hook prepends reaches the model's prompt", async () => {
+  model.replies.push(modelReply("noted"), modelReply("ok"));
+  await say(runtime, room, "please remember this");
+  assert.match(model.prompts.at(-1), /The user is called Ada and likes tea\./);
+  await say(runtime, room, "something else");
+  assert.doesNotMatch(model.prompts.at(-1), /likes tea/);
+  assert.ok(seen().some((r) => r.event === "agent:before_start" && r.prompt === "please remember this"));
 });
 
 test("message:sending: a reply can be cancelled or rewritten", async () => {
