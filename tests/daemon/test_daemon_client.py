@@ -1,4 +1,5 @@
-"""``gatewayd send | trigger | status | reload`` as subprocesses against a real daemon."""
+"""``gatewayd send | trigger | status | reload`` as subprocesses against a real gateway (serving
+in the test's process)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.cli import gatewayd
-from tests.support.fixtures import StartDaemon
+import pytest
+
+from tests.support.cli import gatewayd, off_loop
+from tests.support.fixtures import StartGateway
 from tests.support.hooks import WriteHook
 
 ECHO = """
@@ -17,6 +20,8 @@ async def handler(event):
     event.messages.append("echo: " + event.context.get("content", event.context.get("say", "")))
     event.messages.append("second line")
 """
+
+pytestmark = pytest.mark.anyio
 
 
 def test_no_daemon_running(state_dir: Path) -> None:
@@ -34,80 +39,97 @@ def test_no_daemon_running(state_dir: Path) -> None:
         assert proc.stdout == ""
 
 
-def test_client_commands(write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path) -> None:
+async def test_client_commands(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
+) -> None:
     write_hook(
         state_dir / "hooks", "echo", events=["message:received", "command:echo"], handler=ECHO
     )
-    daemon = start_daemon()
+    daemon = await start_gateway()
 
-    status = gatewayd(state_dir, "status")
+    status = await off_loop(gatewayd, state_dir, "status")
     assert status.returncode == 0, status.stderr
-    assert f"(pid {daemon.proc.pid}," in status.stdout
+    assert f"(pid {os.getpid()}," in status.stdout
     assert "hooks:" in status.stdout and "queue:" in status.stdout
 
-    as_json = gatewayd(state_dir, "status", "--json")
+    as_json = await off_loop(gatewayd, state_dir, "status", "--json")
     assert as_json.returncode == 0, as_json.stderr
     data = json.loads(as_json.stdout)
-    assert data["pid"] == daemon.proc.pid
+    assert data["pid"] == os.getpid()
     assert data["queue"]["capacity"] == 1024
 
-    send = gatewayd(state_dir, "send", "hello there", "--session", "agent:main:main")
+    send = await off_loop(
+        gatewayd, state_dir, "send", "hello there", "--session", "agent:main:main"
+    )
     assert send.returncode == 0, send.stderr
     assert send.stdout == "echo: hello there\nsecond line\n"
-    send_json = gatewayd(state_dir, "send", "/new", "--session", "k", "--json")
+    send_json = await off_loop(gatewayd, state_dir, "send", "/new", "--session", "k", "--json")
     assert json.loads(send_json.stdout) == {
         "messages": ["echo: /new", "second line"],
         "command": "new",
     }
 
-    trig = gatewayd(
-        state_dir, "trigger", "command:echo", "--session", "s", "--context", '{"say": "yo"}'
+    trig = await off_loop(
+        gatewayd,
+        state_dir,
+        "trigger",
+        "command:echo",
+        "--session",
+        "s",
+        "--context",
+        '{"say": "yo"}',
     )
     assert (trig.returncode, trig.stdout) == (0, "echo: yo\nsecond line\n"), trig.stderr
-    queued = gatewayd(state_dir, "trigger", "command:echo", "--session", "s", "--no-wait")
+    queued = await off_loop(
+        gatewayd, state_dir, "trigger", "command:echo", "--session", "s", "--no-wait"
+    )
     assert (queued.returncode, queued.stdout) == (0, "queued\n")
-    bad_event = gatewayd(state_dir, "trigger", "comand:echo", "--session", "s")
+    bad_event = await off_loop(gatewayd, state_dir, "trigger", "comand:echo", "--session", "s")
     assert bad_event.returncode == 1
     assert bad_event.stderr.startswith("error: unknown event type 'comand'")
-    bad_context = gatewayd(
-        state_dir, "trigger", "command:echo", "--session", "s", "--context", "[1]"
+    bad_context = await off_loop(
+        gatewayd, state_dir, "trigger", "command:echo", "--session", "s", "--context", "[1]"
     )
     assert bad_context.returncode == 1
     assert bad_context.stderr == "error: --context must be a JSON object, got list\n"
 
-    reload = gatewayd(state_dir, "reload")
+    reload = await off_loop(gatewayd, state_dir, "reload")
     assert reload.returncode == 0, reload.stderr
     assert reload.stdout.startswith("reloaded: ")
-    reload_json = json.loads(gatewayd(state_dir, "reload", "--json").stdout)
+    reload_json = json.loads((await off_loop(gatewayd, state_dir, "reload", "--json")).stdout)
     assert set(reload_json) == {
         *("discovered", "eligible", "registered", "skipped", "failed", "statuses"),
         *("changes", "ok", "notReady", "warnings"),
     }
-    assert daemon.stop() == 0
+    assert await daemon.stop() == 0
 
 
-def test_socket_from_flag_env_and_config_file(start_daemon: StartDaemon, state_dir: Path) -> None:
+async def test_socket_from_flag_env_and_config_file(
+    start_gateway: StartGateway, state_dir: Path
+) -> None:
     custom = state_dir / "ctl" / "gw.sock"
-    daemon = start_daemon({"gateway": {"control": {"socket": str(custom)}}})
+    daemon = await start_gateway({"gateway": {"control": {"socket": str(custom)}}})
     assert custom.exists()
     # From the config file, with no flag.
-    proc = gatewayd(state_dir, "status", "--json")
+    proc = await off_loop(gatewayd, state_dir, "status", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["channels"][0]["address"] == str(custom)
     # --socket and the env override beat the file.
     other = state_dir / "nowhere.sock"
-    flag = gatewayd(state_dir, "status", "--socket", str(other))
+    flag = await off_loop(gatewayd, state_dir, "status", "--socket", str(other))
     assert flag.stderr == f"error: gatewayd is not running (no socket at {other})\n"
-    env = gatewayd(state_dir, "status", env={"GATEWAYD_GATEWAY__CONTROL__SOCKET": str(other)})
+    env = await off_loop(
+        gatewayd, state_dir, "status", env={"GATEWAYD_GATEWAY__CONTROL__SOCKET": str(other)}
+    )
     assert env.stderr == f"error: gatewayd is not running (no socket at {other})\n"
-    assert gatewayd(state_dir, "status", "--socket", str(custom)).returncode == 0
-    assert daemon.stop() == 0
+    assert (await off_loop(gatewayd, state_dir, "status", "--socket", str(custom))).returncode == 0
+    assert await daemon.stop() == 0
 
 
-def test_client_does_not_import_the_daemon_stack(
-    start_daemon: StartDaemon, state_dir: Path
+async def test_client_does_not_import_the_daemon_stack(
+    start_gateway: StartGateway, state_dir: Path
 ) -> None:
-    daemon = start_daemon()
+    daemon = await start_gateway()
     code = (
         "import sys\n"
         "from gatewayd.cli import main\n"
@@ -117,7 +139,8 @@ def test_client_does_not_import_the_daemon_stack(
         "or m.startswith('gatewayd.hooks'))\n"
         "print('HEAVY', heavy, rc, file=sys.stderr)\n"
     )
-    proc = subprocess.run(
+    proc = await off_loop(
+        subprocess.run,
         [sys.executable, "-c", code],
         env={**os.environ, "ELIZA_STATE_DIR": str(state_dir)},
         capture_output=True,
@@ -126,4 +149,4 @@ def test_client_does_not_import_the_daemon_stack(
         check=False,
     )
     assert "HEAVY [] 0" in proc.stderr, proc.stderr
-    assert daemon.stop() == 0
+    assert await daemon.stop() == 0
