@@ -6,7 +6,10 @@ The event is ``--event TYPE:ACTION`` or the hook's first event, with a context o
 shape for it (:func:`gatewayd.hooks.tester.sample_context`) and ``--context JSON`` merged over
 it. Prints the replies, then the trace (outcome, time, changes per handler, or why the hook did
 not run); a hook's own logging and prints show on stderr as ``hook.log`` / ``hook.output`` lines.
-Exit 0 when every handler of the hook ran ``ok``, 1 otherwise.
+Exit 0 when every handler of the hook ran ``ok``, 1 otherwise, and 1 too when the event is one
+the gateway never fires (a misspelt ``message:recieved`` runs here, never in production): the
+event's warning, with the closest known name, is printed and is ``warnings`` in ``--json``. A
+hook name that matches none says which hook was meant.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 from gatewayd.cli.tracing import format_trace
 from gatewayd.client import WAIT_TIMEOUT_S, request, socket_path
-from gatewayd.exits import EXIT_OK, UserError
+from gatewayd.exits import EXIT_OK, UserError, did_you_mean
 
 EXIT_HOOK_FAILED = 1
 
@@ -50,7 +53,10 @@ def _in_daemon(args: argparse.Namespace, context: dict[str, Any]) -> dict[str, A
         if not args.daemon and str(exc).startswith("gatewayd is not running"):
             return None
         if "[unknown_hook]" in str(exc):
-            raise UserError(str(exc).replace(" [unknown_hook]", "")) from None
+            listed = request(path, {"op": "hooks"}, WAIT_TIMEOUT_S).get("hooks") or []
+            known = {str(h.get(k)) for h in listed for k in ("name", "hookKey") if h.get(k)}
+            message = str(exc).replace(" [unknown_hook]", "")
+            raise UserError(f"{message}{did_you_mean(args.name, known)}") from None
         raise
 
 
@@ -101,11 +107,20 @@ def _in_process(args: argparse.Namespace, context: dict[str, Any]) -> dict[str, 
             try:
                 return anyio.run(run)
             except LookupError:
+                known = {r.name for r in result.records} | {r.hook_key for r in result.records}
                 raise UserError(
-                    f'hook "{args.name}" not found (gatewayd hooks list --local shows them all)'
+                    f'hook "{args.name}" not found{did_you_mean(args.name, known)} '
+                    "(gatewayd hooks list --local shows them all)"
                 ) from None
     finally:
         loader.close()
+
+
+def _never_fired(event: str) -> list[str]:
+    """The warnings of an event the gateway never fires (none for one it fires)."""
+    from gatewayd.hooks.vocabulary import resolve
+
+    return list(resolve(event).warnings)
 
 
 def cli_test(args: argparse.Namespace) -> int:
@@ -116,6 +131,9 @@ def cli_test(args: argparse.Namespace) -> int:
     if reply is None:
         reply = _in_process(args, context)
         where = "in this process (no daemon running)" if not args.local else "in this process"
+    if warnings := _never_fired(str(reply.get("event") or "")):
+        # It ran here, on a sample; in production nothing ever fires it.
+        reply = {**reply, "passed": False, "warnings": warnings}
     if args.json:
         print(json.dumps({"view": "daemon" if "daemon" in where else "local", **reply}, indent=2))
     else:
@@ -124,5 +142,7 @@ def cli_test(args: argparse.Namespace) -> int:
             print(message)
         print("-- trace --")
         print(format_trace(reply.get("trace") or []))
+        for warning in reply.get("warnings") or ():
+            print(f"warning: {warning}")
         print("ok" if reply.get("passed") else "FAILED")
     return EXIT_OK if reply.get("passed") else EXIT_HOOK_FAILED
