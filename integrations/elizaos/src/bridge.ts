@@ -182,7 +182,14 @@ export class Bridge {
 
   /** Deliver what hooks send to this room's session (`gateway.send`) into the room, from now on. */
   async watchRoom(roomId: UUID): Promise<void> {
-    if (this.stopped || this.subscriptions.has(roomId) || this.watching.has(roomId)) return;
+    const current = this.subscriptions.get(roomId);
+    if (current !== undefined) {
+      // Most recently active last: the room left out when the cap is reached is the quietest.
+      this.subscriptions.delete(roomId);
+      this.subscriptions.set(roomId, current);
+      return;
+    }
+    if (this.stopped || this.watching.has(roomId)) return;
     this.watching.add(roomId);
     try {
       await this.subscribeRoom(roomId);
@@ -208,6 +215,14 @@ export class Bridge {
       return;
     }
     this.subscriptions.set(roomId, sub);
+    // Each subscription is a connection of its own (gatewayd serves gateway.control.maxConnections,
+    // 256 by default): past the cap, the least recently active room's is closed.
+    while (this.subscriptions.size > this.options.maxSubscriptions) {
+      const [quietest, old] = this.subscriptions.entries().next().value as [UUID, Subscription];
+      this.subscriptions.delete(quietest);
+      old.close();
+      this.runtime.logger.debug({ src: SRC, roomId: quietest }, "gatewayd subscription closed (the least recently active room)");
+    }
     void (async () => {
       try {
         for await (const message of sub) await this.deliver(roomId, source, channelId, message.content);

@@ -9,6 +9,7 @@
  * | `failMode` | `GATEWAYD_FAIL_MODE` | `open`: gatewayd unreachable, the runtime goes on as if no hook objected (a warning says so); `closed`: messages, actions and replies are refused while it is down |
  * | `agentKey` | `GATEWAYD_AGENT_KEY` | the runtime's agent id: session keys are `agent:<agentKey>:<roomId>` |
  * | `decisionTimeoutMs` | `GATEWAYD_DECISION_TIMEOUT_MS` | 10,000 (gatewayd bounds a decision by its own `hooks.decisionTimeoutMs`, 5,000) |
+ * | `maxSubscriptions` | `GATEWAYD_MAX_SUBSCRIPTIONS` | 64: rooms whose hook messages are delivered at once (a connection each), the most recently active |
  */
 import type { IAgentRuntime } from "@elizaos/core";
 
@@ -20,6 +21,8 @@ export interface GatewaydPluginOptions {
   failMode?: FailMode;
   agentKey?: string;
   decisionTimeoutMs?: number;
+  /** Rooms subscribed at once for what hooks send (a connection each; default 64). */
+  maxSubscriptions?: number;
   /** How long an event waits for gatewayd (down, restarting) before it is given up (default 600,000 ms). */
   postTimeoutMs?: number;
 }
@@ -31,6 +34,7 @@ export interface ResolvedOptions {
   agentKey: string;
   decisionTimeoutMs: number;
   postTimeoutMs: number;
+  maxSubscriptions: number;
 }
 
 function setting(runtime: IAgentRuntime, key: string): string | undefined {
@@ -39,11 +43,11 @@ function setting(runtime: IAgentRuntime, key: string): string | undefined {
   return String(value);
 }
 
-function positive(name: string, raw: string | number | undefined, fallback: number): number {
+function positive(name: string, raw: string | number | undefined, fallback: number, unit = "number of milliseconds"): number {
   if (raw === undefined) return fallback;
   const value = Number(raw);
   if (!Number.isFinite(value) || value <= 0) {
-    throw new Error(`@gatewayd/plugin-elizaos: ${name} must be a positive number of milliseconds, got ${JSON.stringify(raw)}`);
+    throw new Error(`@gatewayd/plugin-elizaos: ${name} must be a positive ${unit}, got ${JSON.stringify(raw)}`);
   }
   return value;
 }
@@ -66,5 +70,8 @@ export function resolveOptions(runtime: IAgentRuntime, options: GatewaydPluginOp
       10_000,
     ),
     postTimeoutMs: positive("postTimeoutMs", options.postTimeoutMs, 600_000),
+    maxSubscriptions: Math.floor(
+      positive("maxSubscriptions", options.maxSubscriptions ?? setting(runtime, "GATEWAYD_MAX_SUBSCRIPTIONS"), 64, "number"),
+    ),
   };
 }

@@ -227,6 +227,37 @@ test("a hook's gateway.send arrives in the runtime's room", async () => {
   assert.ok(memories.some((m) => m.content.text === "a reminder from a hook" && m.entityId === runtime.agentId));
 });
 
+test("past maxSubscriptions the least recently active room stops receiving; a message brings it back", async () => {
+  const bridge = runtime.getService("gatewayd").bridge;
+  const key = (r) => `agent:${runtime.agentId}:${r.roomId}`;
+  const other = await openRoom(runtime, "bob");
+  bridge.options.maxSubscriptions = 1;
+  try {
+    model.replies.push(modelReply("hi Bob"));
+    await say(runtime, other, "hello from bob");
+    await eventually(async () => {
+      const before = delivered.length;
+      await control.trigger("agent:remind", key(other), { text: "for bob" });
+      return eventually(() => delivered.length > before, "bob's delivery", 1_000).then(() => true, () => false);
+    }, "bob's room to receive");
+    const count = delivered.length;
+    await control.trigger("agent:remind", key(room), { text: "for ada, unsubscribed" });
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(delivered.length, count);
+    assert.equal(delivered.at(-1).content.text, "for bob");
+  } finally {
+    bridge.options.maxSubscriptions = 64;
+  }
+  model.replies.push(modelReply("back"));
+  await say(runtime, room, "ada again");
+  await eventually(async () => {
+    const before = delivered.length;
+    await control.trigger("agent:remind", key(room), { text: "for ada again" });
+    return eventually(() => delivered.length > before, "ada's delivery", 1_000).then(() => true, () => false);
+  }, "ada's room to receive again");
+  assert.equal(delivered.at(-1).content.text, "for ada again");
+});
+
 test("fail closed: with gatewayd down, a message is refused; fail open: it goes through", async () => {
   const bridge = runtime.getService("gatewayd").bridge;
   await daemon.stop();
