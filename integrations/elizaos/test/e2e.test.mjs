@@ -7,7 +7,7 @@ import { after, before, test } from "node:test";
 
 import { GatewaydClient } from "@gatewayd/client";
 
-import { gatewaydPlugin } from "../dist/index.js";
+import gatewaydElizaPlugin from "../dist/index.js";
 import { Daemon, eventually, makeState, pythonHook } from "../../../clients/typescript/test/support/daemon.mjs";
 import { modelReply, openRoom, say, startRuntime } from "./support/runtime.mjs";
 
@@ -102,8 +102,10 @@ function seen() {
 before(async () => {
   daemon = await new Daemon(makeState(hooks)).start();
   ({ runtime, model, dataDir } = await startRuntime({
-    plugins: [gatewaydPlugin({ socket: daemon.socket })],
+    // The plugin as a character file names it (the default export), set by the character's settings.
+    plugins: [gatewaydElizaPlugin],
     actions: [deleteFile],
+    settings: { GATEWAYD_SOCKET: daemon.socket, GATEWAYD_FAIL_MODE: "open" },
   }));
   await runtime.getServiceLoadPromise("gatewayd");
   room = await openRoom(runtime, "ada");
