@@ -1,9 +1,9 @@
 """Fixtures for the bundled hooks' tests.
 
 ``make_ctx`` builds the ``HookContext`` the loader would pass a hook, under ``tmp_path`` (for
-calling a handler directly), logging into ``log_records``; ``make_daemon`` gives a real
-``gatewayd run`` (not started) configured for the bundled hooks; :func:`install_recorder` adds a
-workspace hook that records each inbound message and echoes it.
+calling a handler directly), logging into ``log_records``; ``make_daemon`` sets up a real gateway
+configured for the bundled hooks, to start in the test's own loop (:class:`Setup`);
+:func:`install_recorder` adds a workspace hook that records each inbound message and echoes it.
 """
 
 from __future__ import annotations
@@ -16,13 +16,28 @@ import pytest
 import structlog
 
 from gatewayd.hooks import HookContext
-from tests.support.daemon import Daemon
-from tests.support.fixtures import NewDaemon
+from tests.support.fixtures import StartGateway
 from tests.support.hooks import recorder, write_hook_dir
-from tests.support.state import read_records
+from tests.support.inprocess import InProcess
+from tests.support.state import read_records, write_config
 
 MakeCtx = Callable[..., HookContext]
-MakeDaemon = Callable[..., Daemon]
+
+
+class Setup:
+    """A state dir with its config and an empty workspace: a gateway not started yet."""
+
+    def __init__(self, state: Path, start_gateway: StartGateway) -> None:
+        self.state = state
+        self.workspace = state / "workspace"
+        self._start = start_gateway
+
+    async def start(self) -> InProcess:
+        """Start a gateway on it (again after a stop: a new start, as a new process's)."""
+        return await self._start()
+
+
+MakeDaemon = Callable[..., Setup]
 
 
 @pytest.fixture
@@ -51,18 +66,18 @@ def make_ctx(tmp_path: Path, log_records: list[MutableMapping[str, Any]]) -> Mak
 
 
 @pytest.fixture
-def make_daemon(new_daemon: NewDaemon) -> MakeDaemon:
-    """``make_daemon(entries={})``: a :class:`Daemon` (not started) with an empty workspace.
+def make_daemon(state_dir: Path, start_gateway: StartGateway) -> MakeDaemon:
+    """``make_daemon(entries={})``: a :class:`Setup` with an empty workspace, whose config sets
+    ``hooks.entries`` to ``entries`` and fires ``gateway:startup`` without delay."""
 
-    Its config sets ``hooks.entries`` to ``entries`` and fires ``gateway:startup`` without delay.
-    """
-
-    def make(entries: Mapping[str, Any] | None = None) -> Daemon:
-        daemon = new_daemon(
-            {"gateway": {"startupHookDelayMs": 0}, "hooks": {"entries": dict(entries or {})}}
+    def make(entries: Mapping[str, Any] | None = None) -> Setup:
+        write_config(
+            state_dir,
+            {"gateway": {"startupHookDelayMs": 0}, "hooks": {"entries": dict(entries or {})}},
         )
-        daemon.workspace.mkdir()
-        return daemon
+        setup = Setup(state_dir, start_gateway)
+        setup.workspace.mkdir()
+        return setup
 
     return make
 

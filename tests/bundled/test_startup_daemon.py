@@ -1,4 +1,4 @@
-"""boot-md and bootstrap-extra-files in a real ``gatewayd run``; and turning bundled hooks off."""
+"""boot-md and bootstrap-extra-files in a real gateway (in-process); bundled hooks turned off."""
 
 from __future__ import annotations
 
@@ -10,28 +10,30 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import gatewayd
-from tests.support.daemon import Daemon
-from tests.support.state import wait_until
+from tests.support.cli import gatewayd, off_loop
+from tests.support.inprocess import InProcess
+from tests.support.state import eventually
 
 from .conftest import MakeDaemon, install_recorder, received
 
+pytestmark = pytest.mark.anyio
 
-def boot_messages(daemon: Daemon) -> list[dict[str, Any]]:
+
+def boot_messages(daemon: InProcess) -> list[dict[str, Any]]:
     return [r for r in received(daemon.state) if r["sessionKey"] == "agent:main:boot"]
 
 
-def test_boot_md_is_delivered_once_per_start_as_an_inbound_message(
+async def test_boot_md_is_delivered_once_per_start_as_an_inbound_message(
     make_daemon: MakeDaemon,
 ) -> None:
-    daemon = make_daemon()
-    install_recorder(daemon.workspace)
-    (daemon.workspace / "BOOT.md").write_text("Check the inbox.\nThen say hi.\n")
-    daemon.start()
+    setup = make_daemon()
+    install_recorder(setup.workspace)
+    (setup.workspace / "BOOT.md").write_text("Check the inbox.\nThen say hi.\n")
+    daemon = await setup.start()
 
-    ran = daemon.wait_log("boot_md.ran")
+    ran = await daemon.wait_log("boot_md.ran")
     assert ran["bytes"] == 30 and ran["hook"] == "boot-md"
-    wait_until(lambda: bool(boot_messages(daemon)), what="BOOT.md to arrive as a message")
+    await eventually(lambda: bool(boot_messages(daemon)), what="BOOT.md to arrive as a message")
     assert boot_messages(daemon) == [
         {
             "from": "boot-md",
@@ -41,29 +43,29 @@ def test_boot_md_is_delivered_once_per_start_as_an_inbound_message(
         }
     ]
     # a reload is not a start: nothing is delivered again
-    daemon.request("reload")
-    daemon.send("after the reload")
+    await daemon.request("reload")
+    await daemon.send("after the reload")
     assert len(boot_messages(daemon)) == 1
 
-    daemon.stop()
-    daemon.start()  # a new process: delivered again
-    daemon.wait_log("boot_md.ran")
-    wait_until(lambda: len(boot_messages(daemon)) == 2, what="the second start's delivery")
+    await daemon.stop()
+    daemon = await setup.start()  # a new process: delivered again
+    await daemon.wait_log("boot_md.ran")
+    await eventually(lambda: len(boot_messages(daemon)) == 2, what="the second start's delivery")
 
 
 @pytest.mark.parametrize(("content", "reason"), [(None, "missing"), (" \n\t\n", "empty")])
-def test_boot_md_missing_or_blank_is_skipped(
+async def test_boot_md_missing_or_blank_is_skipped(
     make_daemon: MakeDaemon, content: str | None, reason: str
 ) -> None:
-    daemon = make_daemon()
-    install_recorder(daemon.workspace)
+    setup = make_daemon()
+    install_recorder(setup.workspace)
     if content is not None:
-        (daemon.workspace / "BOOT.md").write_text(content)
-    daemon.start()
-    skipped = daemon.wait_log("boot_md.skipped")
+        (setup.workspace / "BOOT.md").write_text(content)
+    daemon = await setup.start()
+    skipped = await daemon.wait_log("boot_md.skipped")
     assert skipped["reason"] == reason
     assert skipped["path"] == str(daemon.workspace / "BOOT.md")
-    daemon.send("a later message")  # dispatched after gateway:startup's handlers
+    await daemon.send("a later message")  # dispatched after gateway:startup's handlers
     assert boot_messages(daemon) == []
     assert daemon.events("boot_md.ran") == daemon.events("boot_md.failed") == []
 
@@ -87,18 +89,18 @@ def workspace_for_bootstrap(ws: Path, outside: Path) -> None:
     (ws / "packages/evil/SOUL.md").symlink_to(outside / "SOUL.md")
 
 
-def rel_paths(daemon: Daemon, files: list[dict[str, Any]]) -> list[str]:
+def rel_paths(daemon: InProcess, files: list[dict[str, Any]]) -> list[str]:
     return [os.path.relpath(f["path"], daemon.workspace) for f in files]
 
 
-def test_bootstrap_op_returns_the_extended_list(make_daemon: MakeDaemon) -> None:
-    daemon = make_daemon(
+async def test_bootstrap_op_returns_the_extended_list(make_daemon: MakeDaemon) -> None:
+    setup = make_daemon(
         {"bootstrap-extra-files": {"paths": ["packages/*/*.md"], "files": ["docs/**/*.md"]}}
     )
-    workspace_for_bootstrap(daemon.workspace, daemon.state / "outside")
-    daemon.start()
+    workspace_for_bootstrap(setup.workspace, setup.state / "outside")
+    daemon = await setup.start()
 
-    files = daemon.request("bootstrap", sessionKey="agent:main:main")["bootstrapFiles"]
+    files = (await daemon.request("bootstrap", sessionKey="agent:main:main"))["bootstrapFiles"]
     assert rel_paths(daemon, files) == [
         "AGENTS.md",
         "MEMORY.md",
@@ -119,8 +121,8 @@ def test_bootstrap_op_returns_the_extended_list(make_daemon: MakeDaemon) -> None
         return lines if len(lines) >= 3 else None
 
     # Logged before the reply, but read from the daemon's stderr on a thread of its own: wait.
-    lines = wait_until(refused_lines, what="three bootstrap_extra_files.refused lines")
-    refused = {os.path.relpath(r["path"], daemon.workspace): r["reason"] for r in lines}
+    lines = await eventually(refused_lines, what="three bootstrap_extra_files.refused lines")
+    refused = {rel_paths(daemon, [r])[0]: r["reason"] for r in lines}
     assert refused.keys() == {
         "packages/big/TOOLS.md",
         "packages/evil/SOUL.md",
@@ -130,39 +132,39 @@ def test_bootstrap_op_returns_the_extended_list(make_daemon: MakeDaemon) -> None
     assert "outside the workspace" in refused["packages/evil/SOUL.md"]
     assert "not a bootstrap file name" in refused["packages/web/NOTES.md"]
 
-    sub = daemon.request("bootstrap", sessionKey="agent:main:subagent:42")["bootstrapFiles"]
+    sub = (await daemon.request("bootstrap", sessionKey="agent:main:subagent:42"))["bootstrapFiles"]
     assert rel_paths(daemon, sub) == [
         "AGENTS.md",
         "packages/api/AGENTS.md",
         "packages/web/AGENTS.md",
         "packages/web/TOOLS.md",
     ]
-    cron = daemon.request("bootstrap", sessionKey="cron-ish:cron:nightly")["bootstrapFiles"]
+    cron = (await daemon.request("bootstrap", sessionKey="cron-ish:cron:nightly"))["bootstrapFiles"]
     assert rel_paths(daemon, cron) == rel_paths(daemon, sub)
 
 
-def test_a_recursive_glob_does_not_follow_links_back_up(make_daemon: MakeDaemon) -> None:
+async def test_a_recursive_glob_does_not_follow_links_back_up(make_daemon: MakeDaemon) -> None:
     """glob's ``**`` follows symlinked directories: with two links back up (``a -> .``,
     ``b -> .``) ``**/TOOLS.md`` walked 2**40 paths, past the hook's timeout, on a thread that
     ran on (and grew) for ever; each ``bootstrap`` started one more. ``**`` no longer descends
     into a symlinked directory."""
-    daemon = make_daemon({"bootstrap-extra-files": {"paths": ["**/TOOLS.md"], "timeoutMs": 10_000}})
-    (daemon.workspace / "docs").mkdir()
-    (daemon.workspace / "docs/TOOLS.md").write_text("tools")
+    setup = make_daemon({"bootstrap-extra-files": {"paths": ["**/TOOLS.md"], "timeoutMs": 10_000}})
+    (setup.workspace / "docs").mkdir()
+    (setup.workspace / "docs/TOOLS.md").write_text("tools")
     for link in ("a", "b", "docs/up"):
-        (daemon.workspace / link).symlink_to(daemon.workspace, target_is_directory=True)
-    daemon.start()
+        (setup.workspace / link).symlink_to(setup.workspace, target_is_directory=True)
+    daemon = await setup.start()
     for _ in range(2):
-        files = daemon.request("bootstrap", sessionKey="agent:main:main")["bootstrapFiles"]
+        files = (await daemon.request("bootstrap", sessionKey="agent:main:main"))["bootstrapFiles"]
         assert rel_paths(daemon, files) == ["docs/TOOLS.md"]
-    hooks = {h["name"]: h for h in daemon.request("hooks")["hooks"]}
+    hooks = {h["name"]: h for h in (await daemon.request("hooks"))["hooks"]}
     assert hooks["bootstrap-extra-files"]["stats"]["timeouts"] == 0
-    assert daemon.stop() == 0
+    assert await daemon.stop() == 0
 
 
-def test_every_bundled_hook_can_be_turned_off(make_daemon: MakeDaemon) -> None:
+async def test_every_bundled_hook_can_be_turned_off(make_daemon: MakeDaemon) -> None:
     off = {"enabled": False}
-    daemon = make_daemon(
+    setup = make_daemon(
         {
             "command-logger": off,
             "session-memory": off,
@@ -170,37 +172,37 @@ def test_every_bundled_hook_can_be_turned_off(make_daemon: MakeDaemon) -> None:
             "bootstrap-extra-files": {**off, "paths": ["packages/*/*.md"]},
         }
     )
-    workspace_for_bootstrap(daemon.workspace, daemon.state / "outside")
-    (daemon.workspace / "BOOT.md").write_text("boot")
-    install_recorder(daemon.workspace)
-    daemon.start()
+    workspace_for_bootstrap(setup.workspace, setup.state / "outside")
+    (setup.workspace / "BOOT.md").write_text("boot")
+    install_recorder(setup.workspace)
+    daemon = await setup.start()
 
-    daemon.send("some conversation")
-    daemon.send("/new")
-    files = daemon.request("bootstrap", sessionKey="agent:main:main")["bootstrapFiles"]
+    await daemon.send("some conversation")
+    await daemon.send("/new")
+    files = (await daemon.request("bootstrap", sessionKey="agent:main:main"))["bootstrapFiles"]
     assert rel_paths(daemon, files) == ["AGENTS.md", "MEMORY.md"]  # the gateway's own list
     assert not (daemon.state / "logs" / "commands.log").exists()
     assert not (daemon.workspace / "memory").exists()
     assert boot_messages(daemon) == []
-    hooks = {h["name"]: h for h in daemon.request("hooks")["hooks"]}
+    hooks = {h["name"]: h for h in (await daemon.request("hooks"))["hooks"]}
     for name in ("command-logger", "session-memory", "boot-md", "bootstrap-extra-files"):
         assert (hooks[name]["source"], hooks[name]["status"]) == ("bundled", "disabled")
 
 
-def test_gatewayd_bootstrap_command(make_daemon: MakeDaemon) -> None:
-    daemon = make_daemon({"bootstrap-extra-files": {"paths": "packages/api/AGENTS.md"}})
-    workspace_for_bootstrap(daemon.workspace, daemon.state / "outside")
-    daemon.start()
+async def test_gatewayd_bootstrap_command(make_daemon: MakeDaemon) -> None:
+    setup = make_daemon({"bootstrap-extra-files": {"paths": "packages/api/AGENTS.md"}})
+    workspace_for_bootstrap(setup.workspace, setup.state / "outside")
+    daemon = await setup.start()
 
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return gatewayd(daemon.state, "bootstrap", *args)
+    async def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return await off_loop(gatewayd, daemon.state, "bootstrap", *args)
 
-    done = cli("--session", "agent:main:main", "--json")
+    done = await cli("--session", "agent:main:main", "--json")
     assert done.returncode == 0, done.stderr
     files = json.loads(done.stdout)["bootstrapFiles"]
     assert rel_paths(daemon, files) == ["AGENTS.md", "MEMORY.md", "packages/api/AGENTS.md"]
 
-    done = cli("--session", "agent:main:main")
+    done = await cli("--session", "agent:main:main")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "bootstrap files for agent:main:main: 3"
@@ -211,7 +213,7 @@ def test_gatewayd_bootstrap_command(make_daemon: MakeDaemon) -> None:
         str(daemon.workspace / "packages/api/AGENTS.md"),
     ]
 
-    daemon.stop()
-    done = cli("--session", "agent:main:main")
+    await daemon.stop()
+    done = await cli("--session", "agent:main:main")
     assert done.returncode == 1
     assert done.stderr.startswith("error: gatewayd is not running")

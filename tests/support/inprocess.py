@@ -85,7 +85,8 @@ class InProcess:
     def __init__(self, state: Path, gateway: Gateway, stream: LogStream) -> None:
         self.state = state
         self.gateway = gateway
-        self.workspace = gateway.config.paths.workspace
+        self.workspace = state / "workspace"
+        """The default workspace dir (``workspace.dir`` unset), as :class:`Daemon` says it."""
         self.socket = gateway.config.paths.control_socket
         self._stream = stream
         self.exit_code: int | None = None
