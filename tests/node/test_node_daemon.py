@@ -1,5 +1,6 @@
-"""JS/TS hooks in a real ``gatewayd run`` with a real Node: replies, context, failures, no Node,
-live edits, and the ``gatewayd hooks`` commands.
+"""JS/TS hooks in a real gateway (in-process; its Node workers real child processes) with a real
+Node: replies, context, failures, no Node, live edits, and the ``gatewayd hooks`` commands. A
+worker restart with no descriptor left runs under ``ulimit -n``: a ``gatewayd run`` process.
 
 The hooks are written the way published OpenClaw hooks are (``handler.ts`` with ``import type``
 and a relative import, CommonJS ``handler.js`` with a package from its own ``node_modules``,
@@ -23,12 +24,13 @@ from tests.node.node_support import (
     write_js_hook,
 )
 from tests.support.cli import gatewayd
-from tests.support.daemon import Daemon
-from tests.support.fixtures import StartDaemon
+from tests.support.fixtures import StartDaemon, StartGateway
 from tests.support.hooks import FD_LEAKER
-from tests.support.state import wait_until
+from tests.support.inprocess import InProcess
+from tests.support.state import eventually_async
 
 needs_wheel = pytest.mark.skipif(WHEEL_NODE is None, reason="needs the gatewayd[node] extra")
+anyio_test = pytest.mark.anyio
 
 TS_HELLO = {
     "handler.ts": """
@@ -81,19 +83,29 @@ def write_py_hook(root: Path, name: str, events: list[str]) -> None:
     (hook / "handler.py").write_text(PY_HELLO)
 
 
-def hooks_by_name(daemon: Daemon) -> dict[str, dict[str, Any]]:
-    with daemon.control() as ctl:
-        return {h["name"]: h for h in ctl.ok("hooks")["hooks"]}
+async def hooks_by_name(daemon: InProcess) -> dict[str, dict[str, Any]]:
+    async with daemon.control() as ctl:
+        return {h["name"]: h for h in (await ctl.ok("hooks"))["hooks"]}
 
 
-def send(daemon: Daemon, text: str, session: str = "agent:main:js") -> list[str]:
-    with daemon.control() as ctl:
-        return list(ctl.ok("message", sessionKey=session, text=text)["messages"])
+async def send(daemon: InProcess, text: str, session: str = "agent:main:js") -> list[str]:
+    async with daemon.control() as ctl:
+        return list((await ctl.ok("message", sessionKey=session, text=text))["messages"])
+
+
+async def answers(daemon: InProcess, text: str, expected: list[str], what: str) -> None:
+    """Wait (at most 30 s) until ``text`` is answered with ``expected``."""
+
+    async def answered() -> bool:
+        return await send(daemon, text) == expected
+
+    await eventually_async(answered, 30, what)
 
 
 @needs_wheel
-def test_js_and_ts_hooks_reply_and_edit_bootstrap_files(
-    state_dir: Path, start_daemon: StartDaemon
+@anyio_test
+async def test_js_and_ts_hooks_reply_and_edit_bootstrap_files(
+    state_dir: Path, start_gateway: StartGateway
 ) -> None:
     hooks = state_dir / "hooks"
     write_js_hook(hooks, "a-ts", TS_HELLO)
@@ -107,8 +119,8 @@ def test_js_and_ts_hooks_reply_and_edit_bootstrap_files(
         {"handler.js": "export default (e) => ({ content: `${e.context.content}!` });"},
         events=["message:sending"],
     )
-    daemon = start_daemon()
-    listed = hooks_by_name(daemon)
+    daemon = await start_gateway()
+    listed = await hooks_by_name(daemon)
     assert {name: h["status"] for name, h in listed.items() if name[1] == "-"} == {
         "a-ts": "ready",
         "b-cjs": "ready",
@@ -121,21 +133,22 @@ def test_js_and_ts_hooks_reply_and_edit_bootstrap_files(
     # Load order, Python and JS alike; the timestamp is a real Date in JS; each reply line is
     # rewritten by the JS message:sending hook's returned result.
     hello = ["ts agent:main:js true!", "CJS/!", "mjs!", "py!"]
-    assert send(daemon, "/hello") == hello
-    with daemon.control() as ctl:
-        files = ctl.ok("bootstrap", sessionKey="agent:main:boot")["bootstrapFiles"]
+    assert await send(daemon, "/hello") == hello
+    async with daemon.control() as ctl:
+        files = (await ctl.ok("bootstrap", sessionKey="agent:main:boot"))["bootstrapFiles"]
     assert {"name": "EXTRA.md", "path": "/ws/EXTRA.md", "content": "from ts", "missing": False} in (
         files
     )
     # A reload loads the same hooks again (a module graph of its own, in the running worker).
-    with daemon.control() as ctl:
-        assert ctl.ok("reload")["result"]["registered"] >= 6
-    assert send(daemon, "/hello") == hello
+    async with daemon.control() as ctl:
+        assert (await ctl.ok("reload"))["result"]["registered"] >= 6
+    assert await send(daemon, "/hello") == hello
 
 
 @needs_wheel
-def test_a_throw_and_a_hang_are_counted_like_python_failures(
-    state_dir: Path, start_daemon: StartDaemon
+@anyio_test
+async def test_a_throw_and_a_hang_are_counted_like_python_failures(
+    state_dir: Path, start_gateway: StartGateway
 ) -> None:
     hooks = state_dir / "hooks"
     write_js_hook(
@@ -152,95 +165,103 @@ def test_a_throw_and_a_hang_are_counted_like_python_failures(
         meta={"timeoutMs": 500},
     )
     write_js_hook(hooks, "a-ts", TS_HELLO)
-    daemon = start_daemon()
-    with daemon.control() as ctl:
-        before = ctl.ok("status")["status"]["queue"]
-    assert send(daemon, "/boom") == []
-    error = daemon.wait_log("hook.error", timeout=30)
+    daemon = await start_gateway()
+    async with daemon.control() as ctl:
+        before = (await ctl.ok("status"))["status"]["queue"]
+    assert await send(daemon, "/boom") == []
+    error = await daemon.wait_log("hook.error", timeout=30)
     assert error["hook"] == "thrower" and "RangeError: out of range" in error["error"]
     assert "handler.js" in error["error"]
-    assert send(daemon, "/hang") == []
-    timeout = daemon.wait_log("hook.timeout", timeout=30)
+    assert await send(daemon, "/hang") == []
+    timeout = await daemon.wait_log("hook.timeout", timeout=30)
     assert (timeout["hook"], timeout["timeout_ms"]) == ("hanger", 500)
-    exited = daemon.wait_log("node.worker_exited", timeout=30)
+    exited = await daemon.wait_log("node.worker_exited", timeout=30)
     assert "stopped answering" in exited["reason"] and "hanger" in exited["reason"]
     # The replacement worker runs every hook again.
-    assert send(daemon, "/hello") == ["ts agent:main:js true"]
-    daemon.wait_log("node.worker_restarted", timeout=30)
-    with daemon.control() as ctl:
-        after = ctl.ok("status")["status"]["queue"]
+    assert await send(daemon, "/hello") == ["ts agent:main:js true"]
+    await daemon.wait_log("node.worker_restarted", timeout=30)
+    async with daemon.control() as ctl:
+        after = (await ctl.ok("status"))["status"]["queue"]
     assert after["errors"] - before["errors"] >= 1
     assert after["timeouts"] - before["timeouts"] == 1
 
 
-def test_without_node_js_hooks_are_ineligible_and_the_rest_run(
-    state_dir: Path, start_daemon: StartDaemon
+@anyio_test
+async def test_without_node_js_hooks_are_ineligible_and_the_rest_run(
+    state_dir: Path, start_gateway: StartGateway
 ) -> None:
     hooks = state_dir / "hooks"
     write_js_hook(hooks, "a-ts", TS_HELLO)
     write_js_hook(hooks, "b-cjs", CJS_HELLO)
     write_py_hook(hooks, "d-py", ["command:hello"])
-    daemon = start_daemon(env=env_without_node())
-    listed = hooks_by_name(daemon)
+    daemon = await start_gateway(env=env_without_node())
+    listed = await hooks_by_name(daemon)
     assert listed["a-ts"]["status"] == "ineligible"
     assert listed["a-ts"]["reasons"][0].startswith("node not found (needed for handler.ts)")
     assert "install gatewayd[node] or set hooks.node.path" in listed["a-ts"]["reasons"][0]
     assert listed["b-cjs"]["status"] == "ineligible"
     assert listed["b-cjs"]["reasons"][0].startswith("node not found (needed for handler.js)")
     assert listed["d-py"]["status"] == "ready"
-    assert send(daemon, "/hello") == ["py"]
+    assert await send(daemon, "/hello") == ["py"]
 
 
 @pytest.mark.skipif(
     (node_version(SYSTEM_NODE) or (99, 0, 0)) >= (22, 6, 0),
     reason="needs a node on PATH too old to strip types",
 )
-def test_an_old_node_runs_js_while_ts_hooks_say_what_to_install(
-    state_dir: Path, start_daemon: StartDaemon
+@anyio_test
+async def test_an_old_node_runs_js_while_ts_hooks_say_what_to_install(
+    state_dir: Path, start_gateway: StartGateway
 ) -> None:
     hooks = state_dir / "hooks"
     write_js_hook(hooks, "a-ts", TS_HELLO)
     write_js_hook(hooks, "b-cjs", CJS_HELLO)
-    daemon = start_daemon(env={"GATEWAYD_HOOKS__NODE__WHEEL": "false"})
-    listed = hooks_by_name(daemon)
+    daemon = await start_gateway(env={"GATEWAYD_HOOKS__NODE__WHEEL": "false"})
+    listed = await hooks_by_name(daemon)
     version = ".".join(map(str, node_version(SYSTEM_NODE) or ()))
     assert listed["a-ts"]["status"] == "ineligible"
     assert listed["a-ts"]["reasons"][0].startswith(
         f"node {version} ({SYSTEM_NODE}) cannot run TypeScript (needs >= 22.18"
     )
     assert listed["b-cjs"]["status"] == "ready"
-    assert send(daemon, "/hello") == ["CJS/"]
+    assert await send(daemon, "/hello") == ["CJS/"]
 
 
 @needs_wheel
-def test_a_saved_ts_handler_is_live_with_its_new_helper(
-    state_dir: Path, start_daemon: StartDaemon
+@anyio_test
+async def test_a_saved_ts_handler_is_live_with_its_new_helper(
+    state_dir: Path, start_gateway: StartGateway
 ) -> None:
     hook = write_js_hook(state_dir / "hooks", "a-ts", TS_HELLO)
-    daemon = start_daemon(watch=True)
-    assert send(daemon, "/hello") == ["ts agent:main:js true"]
+    daemon = await start_gateway(watch=True)
+    assert await send(daemon, "/hello") == ["ts agent:main:js true"]
     # Only the relative import changes: the fresh worker must not keep the old module.
     (hook / "lib" / "greet.ts").write_text(
         "export const greet = (who: string): string => `v2 ${who}`;\n"
     )
-    wait_until(lambda: send(daemon, "/hello") == ["v2 agent:main:js"], 30, "the edited helper")
+    await answers(daemon, "/hello", ["v2 agent:main:js"], "the edited helper")
     (hook / "handler.ts").write_text(
         'import { greet } from "./lib/greet.ts";\n'
         "export default async (event: any) => { event.messages.push(greet('v3')); };\n"
     )
-    wait_until(lambda: send(daemon, "/hello") == ["v2 v3"], 30, "the edited handler")
+    await answers(daemon, "/hello", ["v2 v3"], "the edited handler")
     # A syntax error is that hook's failure; fixing it brings the hook back.
     (hook / "handler.ts").write_text("export default async (event: any) => {\n")
-    wait_until(lambda: hooks_by_name(daemon)["a-ts"]["status"] == "failed", 30, "failed")
-    assert "SyntaxError" in hooks_by_name(daemon)["a-ts"]["reasons"][0]
-    assert send(daemon, "/hello") == []
+
+    async def failed() -> bool:
+        return bool((await hooks_by_name(daemon))["a-ts"]["status"] == "failed")
+
+    await eventually_async(failed, 30, "failed")
+    assert "SyntaxError" in (await hooks_by_name(daemon))["a-ts"]["reasons"][0]
+    assert await send(daemon, "/hello") == []
     (hook / "handler.ts").write_text("export default (e: any) => { e.messages.push('v4'); };\n")
-    wait_until(lambda: send(daemon, "/hello") == ["v4"], 30, "the fixed handler")
+    await answers(daemon, "/hello", ["v4"], "the fixed handler")
 
 
 @needs_wheel
-def test_a_watched_save_imports_the_ts_hook_once_and_follows_a_new_export(
-    state_dir: Path, start_daemon: StartDaemon
+@anyio_test
+async def test_a_watched_save_imports_the_ts_hook_once_and_follows_a_new_export(
+    state_dir: Path, start_gateway: StartGateway
 ) -> None:
     """A save of hook files re-imports the JS/TS hooks while the Python side rebuilds
     (``NodeRuntime.reimport``): one import per reload when the hooks are the same; an edit of
@@ -258,28 +279,29 @@ def test_a_watched_save_imports_the_ts_hook_once_and_follows_a_new_export(
         }
 
     hook = write_js_hook(state_dir / "hooks", "a-ts", source("v0"))
-    daemon = start_daemon(watch=True)
-    assert send(daemon, "/hello") == ["v0"]
+    daemon = await start_gateway(watch=True)
+    assert await send(daemon, "/hello") == ["v0"]
     write_js_hook(state_dir / "hooks", "a-ts", source("v1"))
-    wait_until(lambda: send(daemon, "/hello") == ["v1"], 30, "the edited handler")
-    with daemon.control() as ctl:
-        reloads = ctl.ok("status")["status"]["reloads"]
+    await answers(daemon, "/hello", ["v1"], "the edited handler")
+    async with daemon.control() as ctl:
+        reloads = (await ctl.ok("status"))["status"]["reloads"]
     assert len(log.read_text().splitlines()) == 1 + reloads
     write_js_hook(state_dir / "hooks", "a-ts", {}, meta={"export": "other"})
-    wait_until(lambda: send(daemon, "/hello") == ["other"], 30, "the new export")
+    await answers(daemon, "/hello", ["other"], "the new export")
     assert hook.is_dir()
 
 
-def test_a_directory_with_only_unrunnable_files_says_what_to_rename(
-    state_dir: Path, start_daemon: StartDaemon
+@anyio_test
+async def test_a_directory_with_only_unrunnable_files_says_what_to_rename(
+    state_dir: Path, start_gateway: StartGateway
 ) -> None:
     write_js_hook(
         state_dir / "hooks",
         "tsx",
         {"handler.tsx": "export default () => <b/>;", "util.cjs": "module.exports = 1;"},
     )
-    daemon = start_daemon(env=env_without_node())
-    hook = hooks_by_name(daemon)["tsx"]
+    daemon = await start_gateway(env=env_without_node())
+    hook = (await hooks_by_name(daemon))["tsx"]
     assert hook["status"] == "failed"
     reason = hook["reasons"][0]
     assert "found handler.tsx, util.cjs, none of which is a handler" in reason
@@ -302,8 +324,9 @@ def test_hooks_check_tries_each_js_import(state_dir: Path) -> None:
 
 
 @needs_wheel
-def test_a_js_hook_reads_its_own_entry_from_cfg_as_openclaw_hooks_do(
-    state_dir: Path, start_daemon: StartDaemon
+@anyio_test
+async def test_a_js_hook_reads_its_own_entry_from_cfg_as_openclaw_hooks_do(
+    state_dir: Path, start_gateway: StartGateway
 ) -> None:
     write_js_hook(
         state_dir / "hooks",
@@ -325,10 +348,10 @@ def test_a_js_hook_reads_its_own_entry_from_cfg_as_openclaw_hooks_do(
         {"handler.js": "export default (e) => { e.messages.push(typeof e.context.cfg); };"},
     )
     entries = {"a-cfg": {"flavor": "mint"}, "b-cfg": {"secret": "s3", "timeoutMs": 9000}}
-    daemon = start_daemon(config={"hooks": {"entries": entries}})
+    daemon = await start_gateway({"hooks": {"entries": entries}})
     # Its own settings whole; another hook's cut to enabled/timeoutMs; each call its own view.
-    assert send(daemon, "/hello") == ['mint {"enabled":true,"timeoutMs":9000}', "object"]
-    assert send(daemon, "/hello") == ['mint {"enabled":true,"timeoutMs":9000}', "object"]
+    assert await send(daemon, "/hello") == ['mint {"enabled":true,"timeoutMs":9000}', "object"]
+    assert await send(daemon, "/hello") == ['mint {"enabled":true,"timeoutMs":9000}', "object"]
 
 
 def test_a_worker_restart_without_descriptors_left_is_retried_not_fatal(
