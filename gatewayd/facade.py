@@ -59,6 +59,7 @@ NOTHING_LOADED: HooksSummary = {
     "failed": [],
     "statuses": {},
     "warnings": 0,
+    "notReady": [],
 }
 """``status.hooks`` before the first load finished."""
 

@@ -62,6 +62,17 @@ class HooksSummary(TypedDict):
     failed: list[str]
     statuses: dict[str, int]
     warnings: int
+    notReady: list[NotReady]
+    """Every hook that is not ``ready``, each with its status: ``skipped`` and ``failed`` say
+    why in one string, and ``skipped`` mixes the statuses."""
+
+
+class NotReady(TypedDict):
+    """A hook that is not ready: its name, its status (``invalid``, ``ineligible``, ...), why."""
+
+    name: str
+    status: str
+    reasons: list[str]
 
 
 class ReloadRecord(TypedDict):
@@ -153,6 +164,11 @@ def summary_of(load: LoadResult) -> HooksSummary:
         "failed": summary["failed"],
         "statuses": statuses(load.records),
         "warnings": summary["warnings"],
+        "notReady": [
+            {"name": r.name, "status": r.status, "reasons": list(r.reasons)}
+            for r in load.records
+            if r.status != "ready"
+        ],
     }
 
 
@@ -160,6 +176,7 @@ __all__ = [
     "HooksReply",
     "HooksSummary",
     "LoopLag",
+    "NotReady",
     "ReloadOutcome",
     "ReloadRecord",
     "ReloadReply",

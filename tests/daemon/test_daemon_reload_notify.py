@@ -84,6 +84,7 @@ def test_sighup_and_reload_op_pick_up_hooks_and_startup_fires_once(
             "skipped",
             "failed",
             "statuses",
+            "notReady",
             "warnings",
         }
         assert result["registered"] == status["hooks"]["registered"]

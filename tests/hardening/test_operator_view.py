@@ -9,9 +9,12 @@
 from __future__ import annotations
 
 import json
+import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.cli import RunCli
 from tests.support.fixtures import StartDaemon
@@ -47,3 +50,57 @@ def test_hooks_test_names_an_event_nothing_fires_with_the_did_you_mean(
     reply = json.loads(as_json.stdout)
     assert reply["passed"] is False, reply
     assert any("did you mean message:received?" in w for w in reply["warnings"]), reply
+
+
+def test_status_json_gives_each_hook_that_is_not_ready_its_status(
+    write_hook: WriteHook, run_cli: RunCli, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    hooks = state_dir / "hooks"
+    write_hook(hooks, "broken", hook_md="---\nname: broken\nmetadata: [unclosed\n---\n")
+    write_hook(hooks, "needs-bin", meta={"requires": {"bins": ["no-such-binary-x9"]}})
+    write_hook(hooks, "off", events=["command:off"])
+    start_daemon({"hooks": {"entries": {"off": {"enabled": False}}}})
+    status = run_cli("status", "--json")
+    assert status.returncode == 0, status.stderr
+    hooks_status = json.loads(status.stdout)["hooks"]
+    by_name = {h["name"]: h for h in hooks_status["notReady"]}
+    assert by_name["broken"]["status"] == "invalid", by_name
+    assert by_name["needs-bin"]["status"] == "ineligible", by_name
+    assert "no-such-binary-x9" in by_name["needs-bin"]["reasons"][0], by_name
+    assert by_name["off"]["status"] == "disabled", by_name
+    assert all(h["status"] != "ready" for h in hooks_status["notReady"])
+
+
+def scrape(address: str) -> dict[str, Metric]:
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=30) as reply:
+        text = reply.read().decode()
+    return {family.name: family for family in text_string_to_metric_families(text)}
+
+
+def value(family: Metric, **labels: str) -> float:
+    found = [
+        s.value
+        for s in family.samples
+        if all(s.labels.get(k) == v for k, v in labels.items()) and not s.name.endswith("_created")
+    ]
+    assert len(found) == 1, (family.name, labels, family.samples)
+    return found[0]
+
+
+def test_metrics_have_the_process_figures_and_the_journals_counters_as_counters(
+    start_daemon: StartDaemon,
+) -> None:
+    daemon = start_daemon({"gateway": {"metrics": {"listen": "127.0.0.1:0"}}})
+    address = daemon.wait_log("metrics.listening")["address"]
+    with daemon.control() as ctl:
+        ctl.ok("trigger", event="command:go", sessionKey="s")
+    families = scrape(address)
+    assert value(families["process_resident_memory_bytes"]) > 0
+    assert families["process_cpu_seconds"].type == "counter"
+    assert value(families["process_open_fds"]) > 0
+    assert families["gatewayd_journal_commits"].type == "counter", families.keys()
+    assert value(families["gatewayd_journal_commits"]) >= 1
+    assert families["gatewayd_journal_refused"].type == "counter"
+    assert families["gatewayd_journal_size_bytes"].type == "gauge"
+    assert families["gatewayd_journal_pending"].type == "gauge"
+    assert value(families["gatewayd_journal_full"]) == 0  # a yes/no figure: 0 or 1
