@@ -251,6 +251,8 @@ class _Builder:
                 node=node,
                 env=dict(entry.env),
                 timeout_s=timeout_s,
+                priority=priority,
+                background=background,
                 source=source,
                 cfg=hook_cfg(self.public_cfg, self.spec.effective_config, hook_key),
             )
