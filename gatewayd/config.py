@@ -476,11 +476,15 @@ class Config:
         source: Path | None,
         state: Path,
         ignored: tuple[str, ...] = (),
+        enabled_key: str = "hooks.enabled",
     ) -> None:
         self.settings = settings
         self.source = source
         self.ignored = ignored
         """Keys of the file that belong to other OpenClaw features, accepted and ignored."""
+        self.enabled_key = enabled_key
+        """Where the file wrote the hooks switch (``hooks.internal.enabled`` or
+        ``hooks.enabled``)."""
         self._load_spec: LoadSpec | None = None
         self.agents = _agents_spec(settings, state)
         default_entry = settings.agents.get(self.agents.default)
@@ -533,6 +537,7 @@ class Config:
                 workspace_hooks=paths.workspace_hooks,
                 extra_dirs=tuple(str(p) for p in load.extra_dirs),
                 enabled=hooks.enabled,
+                enabled_key=self.enabled_key,
                 timeout_ms=hooks.timeout_ms,
                 entries={
                     key: EntrySpec(
@@ -650,6 +655,52 @@ def fold_internal(raw: dict[str, Any]) -> Folded:
     return Folded({**raw, "hooks": merged}, moved, tuple(ignored))
 
 
+OPENCLAW_AGENT_KEYS = ("workspace", "default")
+"""What gatewayd reads of an OpenClaw agent (``agents.entries.<id>``, ``agents.list[]``)."""
+
+
+def fold_agents(raw: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """An OpenClaw ``agents`` section read as gatewayd's: ``agents.defaults.workspace`` is
+    ``workspace.dir`` (unless that is set), each ``agents.entries.<id>`` (or legacy
+    ``agents.list[]`` item with an ``id``) is ``agents.<id>`` with its ``workspace`` and
+    ``default``; ``agents.defaults`` is never an agent named ``defaults``. Returns the data and
+    the keys of it dropped (models, skills, ... of OpenClaw's agents)."""
+    agents = raw.get("agents")
+    if not isinstance(agents, dict) or not {"defaults", "entries", "list"} & set(agents):
+        return raw, ()
+    ignored: list[str] = []
+    mine = {k: v for k, v in agents.items() if k not in ("defaults", "entries", "list")}
+    workspace = raw.get("workspace")
+    defaults = agents.get("defaults")
+    if isinstance(defaults, dict):
+        written = defaults.get("workspace")
+        has_dir = isinstance(workspace, dict) and workspace.get("dir") is not None
+        if isinstance(written, str) and not has_dir:
+            workspace = {**(workspace if isinstance(workspace, dict) else {}), "dir": written}
+        ignored += [f"agents.defaults.{k}" for k in defaults if k != "workspace" or has_dir]
+    elif "defaults" in agents:
+        ignored.append("agents.defaults")
+    items: list[tuple[str, Any]] = []
+    entries = agents.get("entries")
+    if isinstance(entries, dict):
+        items += [(f"agents.entries.{k}", (k, v)) for k, v in entries.items()]
+    listed = agents.get("list")
+    if isinstance(listed, list):
+        for i, item in enumerate(listed):
+            ident = item.get("id") if isinstance(item, dict) else None
+            items.append((f"agents.list[{i}]", (ident, item)))
+    for where, (ident, entry) in items:
+        if not isinstance(ident, str) or not isinstance(entry, dict):
+            ignored.append(where)
+            continue
+        mine.setdefault(ident, {k: entry[k] for k in OPENCLAW_AGENT_KEYS if k in entry})
+        ignored += [f"{where}.{k}" for k in entry if k not in (*OPENCLAW_AGENT_KEYS, "id")]
+    folded = {**raw, "agents": mine}
+    if workspace is not None:
+        folded["workspace"] = workspace
+    return folded, tuple(ignored)
+
+
 def _written(loc: tuple[int | str, ...], from_internal: frozenset[str]) -> str:
     """The key path as the user wrote it: ``hooks.internal.x`` when ``x`` came from there."""
     parts = [str(p) for p in loc]
@@ -746,8 +797,9 @@ def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
     if problems := unknown_sections(Settings) + json_problems(Settings):
         raise ConfigError(source, problems)  # pydantic-settings would name only the section
     folded = fold_internal(raw)
+    agents_raw, agents_ignored = fold_agents(folded.raw)
     try:
-        settings = Settings(**folded.raw)
+        settings = Settings(**agents_raw)
     except ValidationError as exc:
         raise ConfigError(source, format_errors(exc, folded.from_internal)) from None
     except ValueError as exc:  # a GATEWAYD_* variable pydantic-settings cannot parse
@@ -762,7 +814,8 @@ def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
         ) from None
     if problems := _nested_too_deeply(settings.hooks.entries):
         raise ConfigError(source, problems)
-    config = Config(settings, path, state_dir(), folded.ignored)
+    enabled_key = "hooks.internal.enabled" if "enabled" in folded.from_internal else "hooks.enabled"
+    config = Config(settings, path, state_dir(), folded.ignored + agents_ignored, enabled_key)
     if problems := _shared_hook_dirs(config):
         raise ConfigError(source, problems)
     return config

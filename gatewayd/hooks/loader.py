@@ -468,7 +468,7 @@ class _Builder:
             return
         if not hooks_enabled:
             record.status = "disabled"
-            record.reasons = ["hooks.enabled is false: no file hooks are loaded"]
+            record.reasons = [f"{self.spec.enabled_key} is false: no file hooks are loaded"]
             return
         if not entry.enabled:
             record.status, record.reasons = "disabled", ["disabled in config"]
@@ -562,7 +562,7 @@ class _Builder:
             record.reasons = (
                 ["disabled in config"]
                 if hooks_enabled
-                else ["hooks.enabled is false: no file hooks are loaded"]
+                else [f"{self.spec.enabled_key} is false: no file hooks are loaded"]
             )
             return
         real = Path(os.path.realpath(path))

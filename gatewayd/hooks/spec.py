@@ -96,6 +96,9 @@ class LoadSpec:
     """``hooks.load.extraDirs`` as written: relative ones are under ``state_dir``."""
     enabled: bool = True
     """``hooks.enabled``: false lists every hook as disabled and loads none."""
+    enabled_key: str = "hooks.enabled"
+    """Where the config wrote that switch (``hooks.internal.enabled`` in an OpenClaw config):
+    what the reason of a hook it disables names."""
     timeout_ms: int = 30_000
     entries: Mapping[str, EntrySpec] = field(default_factory=lambda: _EMPTY)
     handlers: tuple[LegacyHandlerSpec, ...] = ()
