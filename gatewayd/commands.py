@@ -44,8 +44,9 @@ import anyio
 import structlog
 
 from gatewayd.dispatcher import Dispatcher
+from gatewayd.hooks.engine import dispatching
 from gatewayd.hooks.events import MAX_ACTION, HookEvent, create_hook_event
-from gatewayd.hooks.registry import DispatchReport, dispatching
+from gatewayd.hooks.outcomes import DispatchReport
 from gatewayd.hooks.results import log_text, reply_lines
 from gatewayd.replies import Reply
 from gatewayd.sessions import SessionEntry, SessionManager, message_line, read_bootstrap_files
@@ -323,8 +324,8 @@ class CommandRouter:
 
         ``deliver(text)`` hands a line to its channel and returns an error or ``None``; without
         it the lines are the caller's to return (the reply to a request). ``message:sending``
-        is dispatched directly, not through the session's lane: a hook that sends from inside
-        a handler of the same session must not wait behind itself.
+        is dispatched at once (``queued=False``), not through the session's lane: a hook that
+        sends from inside a handler of the same session must not wait behind itself.
         """
         delivered: list[str] = []
         dispatcher = self.dispatcher
@@ -351,7 +352,7 @@ class CommandRouter:
                         "sessionKey": session_key,
                     },
                 )
-                await self.dispatcher.dispatch_now(sending)
+                await self.dispatcher.dispatch(sending, queued=False)
                 result = sending.result or {}
                 if result.get("cancel"):
                     reason = str(result.get("reason") or "cancelled by a message:sending hook")
@@ -534,10 +535,7 @@ class CommandRouter:
 
     async def bootstrap(self, session_key: str) -> list[Any]:
         """Fire ``agent:bootstrap`` for ``session_key`` and return the files handlers left."""
-        ticket = await self.queue.submit(await self.bootstrap_event(session_key))
-        try:
-            event = await ticket.wait()
-        finally:
-            ticket.release()
+        event = await self.bootstrap_event(session_key)
+        await self.dispatcher.dispatch(event)
         files = event.context.get("bootstrapFiles")
         return list(files) if isinstance(files, list) else []

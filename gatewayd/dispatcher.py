@@ -32,7 +32,8 @@ import structlog
 from anyio.abc import TaskStatus
 
 from gatewayd.hooks.events import HookEvent
-from gatewayd.hooks.registry import DispatchReport, HookRegistry
+from gatewayd.hooks.outcomes import DispatchReport
+from gatewayd.hooks.registry import HookRegistry
 from gatewayd.retries import NO_RETRIES, RetryPolicy, settle
 from gatewayd.tickets import Ticket
 from gatewayd.triggers import TriggerQueue
@@ -255,8 +256,24 @@ class Dispatcher:
         reply path (its agent's hooks: ``gatewayd/hooks/agents.py``)."""
         return bool(self.registry.plan(key.partition(":")[0], key, session_key))
 
-    async def dispatch_now(self, event: HookEvent) -> DispatchReport:
-        """Dispatch ``event`` directly, bypassing the queue (``gateway:shutdown``); counted."""
+    async def dispatch(self, event: HookEvent, *, queued: bool = True) -> DispatchReport:
+        """Run ``event``'s handlers and return the report; counted either way.
+
+        ``queued``: through its session's lane (journaled, in order behind what the session
+        already has), waiting for the dispatch; raises :class:`QueueClosed` when the gateway
+        stops first. ``queued=False``: at once, in the calling task, past the lane: for what
+        must not wait behind its session (``message:sending`` from a handler of the same
+        session, ``gateway:shutdown`` while the queue drains). Background handlers run only
+        for queued events.
+        """
+        if queued:
+            ticket = await self.queue.submit(event)
+            try:
+                await ticket.wait()
+            finally:
+                ticket.release()
+            assert ticket.report is not None, "wait() raises for an event not dispatched"
+            return ticket.report
         if not event.id:
             event.id = self.queue.journal.next_id()
         report = await self.registry.dispatch(event)

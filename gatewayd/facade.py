@@ -27,8 +27,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from gatewayd import __version__
 from gatewayd.commands import Inbound, parse_command
 from gatewayd.hooks.events import HookEvent, create_hook_event
+from gatewayd.hooks.outcomes import DispatchReport
 from gatewayd.hooks.records import agents_summary, hooks_listing
-from gatewayd.hooks.registry import DispatchReport, cause_chain
+from gatewayd.hooks.registry import cause_chain
 from gatewayd.hooks.results import reply_lines
 from gatewayd.hooks.schema import spec_for
 from gatewayd.hooks.tester import test_hook

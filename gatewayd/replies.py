@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict
 
 from gatewayd.hooks.events import HookEvent
+from gatewayd.hooks.outcomes import DispatchReport
 from gatewayd.hooks.records import HookRecord, LoadResult
-from gatewayd.hooks.registry import DispatchReport
 
 
 @dataclass(slots=True)

@@ -19,7 +19,8 @@ import anyio
 import structlog
 
 from gatewayd.hooks.events import HookEvent
-from gatewayd.hooks.registry import DispatchReport, HookRegistry
+from gatewayd.hooks.outcomes import DispatchReport
+from gatewayd.hooks.registry import HookRegistry
 from gatewayd.journal.base import DeadLetter
 
 if TYPE_CHECKING:

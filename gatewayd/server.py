@@ -306,7 +306,7 @@ class Gateway(GatewayParts):
                 "gateway", "shutdown", "gateway:shutdown", {**self.bases(), "reason": reason}
             )
             with anyio.move_on_after(gw.shutdown_timeout_ms / 1000) as scope:
-                await self.dispatcher.dispatch_now(event)
+                await self.dispatcher.dispatch(event, queued=False)
             if scope.cancelled_caught:
                 log.warning(
                     "shutdown.hooks_timeout",

@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable
 
 from gatewayd.hooks.events import HookEvent
-from gatewayd.hooks.registry import DispatchReport
+from gatewayd.hooks.outcomes import DispatchReport
 
 
 def wake_first(waiters: deque[asyncio.Future[None]]) -> bool:

@@ -28,8 +28,8 @@ from time import perf_counter
 
 import anyio
 
+from gatewayd.hooks.engine import dispatching
 from gatewayd.hooks.events import HookEvent
-from gatewayd.hooks.registry import dispatching
 from gatewayd.journal.base import Commit, Item, Journal, check_recordable
 from gatewayd.journal.memory import MemoryJournal
 from gatewayd.lanes import LaneBounds

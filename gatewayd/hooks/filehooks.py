@@ -1,7 +1,9 @@
 """Single-file hooks, the gateway's side: from a loaded file to one handler per events-map entry.
 
-``filescan.py`` finds the files and ``loader.py`` checks and imports them like any hook (same
-statuses, eligibility, config entry, timeouts, live reload). Then, per file:
+``filescan.py`` finds the files and ``loader.py`` checks them like any hook (same statuses,
+eligibility, config entry, timeouts, live reload); :func:`file_hook_handlers` makes each one's
+handlers (its paths checked and its module imported by the load's
+:class:`~gatewayd.hooks.factory.HandlerFactory`). Then, per file:
 
 * Python: :func:`definition_of` takes the module's ``hook`` (a
   :class:`~gatewayd.hooks.define.HookDefinition`) and :func:`python_handlers` makes one handler
@@ -17,14 +19,29 @@ for one event they run in the registry's order: the exact key, then the type, th
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gatewayd.hooks.agents import HookScope
 from gatewayd.hooks.define import HookDefinition, event_context
-from gatewayd.hooks.handlers import Handler, HandlerKind, HookContext, make_handler
+from gatewayd.hooks.discovery import FoundHook
+from gatewayd.hooks.factory import HandlerFactory, LoadFailure, inspection_failure
+from gatewayd.hooks.handlers import (
+    DEFAULT_PRIORITY,
+    Handler,
+    HandlerKind,
+    HandlerSignatureError,
+    HookContext,
+    make_handler,
+)
+from gatewayd.hooks.importer import UnsafePathError, check_file, package_name, real_path
+from gatewayd.hooks.node import JS_SUFFIXES, NodeHook
 from gatewayd.hooks.node.runtime import NodeSubscription
+from gatewayd.hooks.spec import EntrySpec
 from gatewayd.hooks.vocabulary import resolve, resolve_all
+from gatewayd.paths import is_inside
 
 if TYPE_CHECKING:
     from gatewayd.hooks.records import HookRecord, LoadResult
@@ -96,6 +113,78 @@ def python_handlers(
         keys = list(resolve(written).keys)
         if keys:
             built.append((checked, keys))
+    return built
+
+
+def file_hook_handlers(
+    factory: HandlerFactory,
+    hook: FoundHook,
+    record: HookRecord,
+    entry: EntrySpec,
+    allowed_roots: list[str],
+    scope: HookScope,
+) -> list[tuple[Handler, list[str]]]:
+    """A single-file hook's handlers with their event keys: a Python one is imported here and
+    gets one per events-map entry; a JS/TS one a stand-in (no keys) that the Node worker's
+    import replaces with its entries (:func:`expand_node_hook`). Describes ``record`` from the
+    events map (``skipped`` when it is empty); raises :class:`LoadFailure` with the reason."""
+    name, file = record.name, hook.path
+    allow_links = hook.root.source == "bundled"
+    if hook.handler is None:
+        raise LoadFailure(hook.handler_problem or f"{file}: not a hook file")
+    try:
+        real = real_path(file, hook.root.path, hook.root.real)[0]
+    except OSError as exc:
+        raise LoadFailure(f"{file}: cannot stat: {exc.strerror or exc}") from None
+    if not any(is_inside(real, root, strict=True) for root in allowed_roots):
+        raise LoadFailure(
+            f"{file}: resolves to {real}, outside every hook root; "
+            "move the file into a hook root instead of linking to it"
+        )
+    directory = os.path.dirname(real)
+    try:
+        check_file(real, directory, allow_links=allow_links)
+    except UnsafePathError as exc:
+        raise LoadFailure(str(exc)) from None
+    ctx = factory.context(name, record.hook_key, entry)
+    timeout_s = factory.timeout_s(entry, None)
+    priority = entry.priority if entry.priority is not None else DEFAULT_PRIORITY
+    cfg = factory.cfg(record.hook_key)
+    if file.suffix in JS_SUFFIXES:
+        node = NodeHook(name, Path(real), None, record.hook_key, events=True)
+        node.handler = Handler(
+            hook=name,
+            hook_key=record.hook_key,
+            kind=HandlerKind.NODE,
+            ctx=ctx,
+            node=node,
+            env=dict(entry.env),
+            timeout_s=timeout_s,
+            priority=priority,
+            source=hook.root.source,
+            cfg=cfg,
+            scope=scope,
+        )
+        return [(node.handler, [])]
+    package = package_name(factory.importer.root, name, real, "file")
+    module = factory.import_module(
+        package, file, directory, timeout_s, allow_links, single_file=True
+    )
+    try:
+        definition = definition_of(module, file)
+        built = python_handlers(
+            definition, name, ctx, timeout_s, priority, hook.root.source, str(file)
+        )
+    except (FileHookError, HandlerSignatureError) as exc:
+        raise LoadFailure(str(exc)) from None
+    except BaseException as exc:  # the hook's code: a module __getattr__, a property
+        raise inspection_failure(exc, directory) from None
+    describe(record, list(definition.events), definition.description)
+    if not definition.events:
+        record.status, record.reasons = "skipped", [f"{file}: its events map is empty"]
+        return []
+    for handler, _ in built:
+        handler.cfg, handler.scope = cfg, scope
     return built
 
 

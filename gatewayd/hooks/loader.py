@@ -28,42 +28,30 @@ from __future__ import annotations
 import gc
 import os
 import threading
-import traceback
-import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import structlog
 
 from gatewayd.hooks.agents import SHARED, HookScope
-from gatewayd.hooks.bounded import Abandoned, Overrun, Watch, run_watched
-from gatewayd.hooks.cfgview import hook_cfg, public_cfg
+from gatewayd.hooks.bounded import Overrun, Watch, run_watched
 from gatewayd.hooks.changes import Fingerprint, fingerprint
 from gatewayd.hooks.discovery import Discovery, FoundHook, HookRoot, discover
 from gatewayd.hooks.eligibility import NOTHING_MISSING, EligibilityChecker
 from gatewayd.hooks.events import EventKeyError, parse_event_key
-from gatewayd.hooks.filehooks import FileHookError, definition_of, describe, python_handlers
+from gatewayd.hooks.factory import HandlerFactory, LoadFailure
+from gatewayd.hooks.filehooks import file_hook_handlers
 from gatewayd.hooks.handlers import (
-    DEFAULT_PRIORITY,
     Handler,
     HandlerKind,
-    HandlerSignatureError,
-    HookContext,
-    HookLog,
-    make_handler,
 )
-from gatewayd.hooks.hermes import ENTRY_POINT, hermes_handler
 from gatewayd.hooks.importer import (
     HookImporter,
-    UnsafePathError,
-    check_file,
-    package_name,
     real_path,
 )
 from gatewayd.hooks.metadata import ManifestCache
-from gatewayd.hooks.node import JS_SUFFIXES, NodeChoice, NodeHook, choose
+from gatewayd.hooks.node import JS_SUFFIXES, NodeChoice, choose
 from gatewayd.hooks.notices import no_events_reason, opt_in_reason, shadowing_warnings
 from gatewayd.hooks.records import (
     SKIPPED_STATUSES,
@@ -76,71 +64,13 @@ from gatewayd.hooks.records import (
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.hooks.schema import GatewayHandle
 from gatewayd.hooks.spec import EntrySpec, LegacyHandlerSpec, LoadSpec
-from gatewayd.hooks.stats import exc_text
 from gatewayd.paths import is_inside
 
 log = structlog.get_logger("gatewayd.hooks")
 
 
-class _Failure(Exception):
-    """A hook that cannot be loaded; the message is its reason."""
-
-
-def _where(exc: BaseException, directory: str) -> str:
-    """``file:line`` of the innermost frame of ``exc`` inside the hook directory."""
-    if isinstance(exc, SyntaxError) and exc.filename:
-        return f"{exc.filename}:{exc.lineno}"
-    inside = [
-        frame
-        for frame in traceback.extract_tb(exc.__traceback__)
-        if is_inside(os.path.realpath(frame.filename), directory, strict=True)
-    ]
-    if inside:
-        return f"{inside[-1].filename}:{inside[-1].lineno}"
-    return directory
-
-
-def _import_error(exc: BaseException, directory: str) -> str:
-    if isinstance(exc, SyntaxError):
-        return f"{_where(exc, directory)}: SyntaxError: {exc.msg}"
-    where, kind, detail = _where(exc, directory), type(exc).__name__, exc_text(exc)
-    return f"{where}: {kind}: {detail}" if detail else f"{where}: {kind}"
-
-
-def _inspection_failure(exc: BaseException, directory: str) -> _Failure:
-    """What hook code raised while the loader looked up and checked what its module defines (a
-    module ``__getattr__``, a ``__signature__`` property): that hook's failure. Left to
-    propagate, it ended the load, and ``gatewayd run`` at its start."""
-    return _Failure(
-        f"{_import_error(exc, directory)}, raised while looking up and checking its handler; "
-        "make the module's __getattr__ and the handler's attributes not raise"
-    )
-
-
-def _export(module: types.ModuleType, export: str | None, handler_file: Path) -> tuple[Any, str]:
-    """The handler callable named by ``export`` and the attribute name it came from."""
-    if export in (None, "default"):
-        for attr in ("handler", "default"):
-            if hasattr(module, attr):
-                return getattr(module, attr), attr
-        raise _Failure(
-            f"{handler_file}: defines neither 'handler' nor 'default'; add "
-            "`async def handler(event):` or name the function in metadata.eliza.export"
-        )
-    assert export is not None
-    if not hasattr(module, export):
-        defined = sorted(
-            n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
-        )
-        raise _Failure(
-            f"{handler_file}: export {export!r} not found (callables defined: "
-            f"{', '.join(defined) or 'none'}); fix metadata.eliza.export"
-        )
-    return getattr(module, export), export
-
-
 class _Builder:
-    """State for one :func:`build_hooks` call: the config, once-computed inputs, the records."""
+    """One build: the records of every hook found, the handlers of the ready ones."""
 
     def __init__(
         self,
@@ -154,167 +84,14 @@ class _Builder:
         self.spec = spec
         self.importer = importer
         self.manifests = manifests
-        self.gateway = gateway
         self.checker = EligibilityChecker(spec.effective_config, agent=spec.agent)
-        self.public_cfg = public_cfg(spec.effective_config)
-        self.environ = types.MappingProxyType(dict(os.environ))
-        self.packages: set[str] = set()
-        self.sources: dict[str, str] = {}
-        """Package -> what, changed, is imported again after its import got stuck: the hook
-        directory, or a single-file hook's own file."""
+        self.factory = HandlerFactory(spec, importer, gateway, watch, overruns)
         self.records: list[HookRecord] = []
         self.node: NodeChoice | None = None
         self.js_files: list[Path] = []
         self.node_records: dict[Handler, HookRecord] = {}
         self.handlers: list[tuple[Handler, Sequence[str]]] = []
         self.eligible = 0
-        self.watch = watch
-        """Bounds each import (``hooks/bounded.py``)."""
-        self.overruns = overruns
-        """Why each package whose import overran in an earlier try of this load did, by name:
-        those fail at once."""
-
-    # -- one hook ---------------------------------------------------------------------------
-
-    def context(self, name: str, hook_key: str, entry: EntrySpec) -> HookContext:
-        env: Mapping[str, str] = self.environ
-        if entry.env:
-            env = types.MappingProxyType({**self.environ, **entry.env})
-        return HookContext(
-            hook_name=name,
-            hook_key=hook_key,
-            config=entry.settings,
-            env=env,
-            log=HookLog(name),
-            state_dir=self.spec.state_dir,
-            workspace_dir=self.spec.workspace_dir,
-            gateway=self.gateway,
-        )
-
-    def timeout_s(self, entry: EntrySpec, own_ms: int | None) -> float | None:
-        ms = entry.timeout_ms if entry.timeout_ms is not None else own_ms
-        return ms / 1000 if ms is not None else None
-
-    def make(
-        self,
-        *,
-        name: str,
-        hook_key: str,
-        entry: EntrySpec,
-        handler_file: Path,
-        directory: str,
-        command: bool,
-        export: str | None,
-        own_timeout_ms: int | None,
-        source: str,
-        allow_links: bool,
-        kind: str,
-        own_priority: int | None = None,
-        background: bool = False,
-        hermes_events: tuple[str, ...] | None = None,
-    ) -> Handler:
-        """Check paths, import, and validate the export; raise :class:`_Failure`.
-        ``hermes_events``: a Hermes hook's event names (its ``handle`` is adapted)."""
-        timeout_s = self.timeout_s(entry, own_timeout_ms)
-        priority = entry.priority if entry.priority is not None else own_priority
-        if priority is None:
-            priority = DEFAULT_PRIORITY
-        if command:
-            try:
-                real = check_file(handler_file, directory, allow_links=allow_links)
-            except UnsafePathError as exc:
-                raise _Failure(str(exc)) from None
-            return Handler(
-                hook=name,
-                hook_key=hook_key,
-                kind=HandlerKind.COMMAND,
-                ctx=self.context(name, hook_key, entry),
-                command=Path(real),
-                env=dict(entry.env),
-                timeout_s=timeout_s,
-                priority=priority,
-                background=background,
-                source=source,
-                cfg=hook_cfg(self.public_cfg, self.spec.effective_config, hook_key),
-            )
-        if handler_file.suffix in JS_SUFFIXES:
-            try:
-                real = check_file(handler_file, directory, allow_links=allow_links)
-            except UnsafePathError as exc:
-                raise _Failure(str(exc)) from None
-            node = NodeHook(name, Path(real), export, hook_key)
-            node.handler = Handler(
-                hook=name,
-                hook_key=hook_key,
-                kind=HandlerKind.NODE,
-                ctx=self.context(name, hook_key, entry),
-                node=node,
-                env=dict(entry.env),
-                timeout_s=timeout_s,
-                priority=priority,
-                background=background,
-                source=source,
-                cfg=hook_cfg(self.public_cfg, self.spec.effective_config, hook_key),
-            )
-            return node.handler
-        package = package_name(self.importer.root, name, directory, kind)
-        module = self.import_module(package, handler_file, directory, timeout_s, allow_links)
-        if hermes_events is not None:
-            export = export or ENTRY_POINT
-        try:
-            fn, attr = _export(module, export, handler_file)
-            if hermes_events is not None:
-                fn = hermes_handler(fn, hermes_events, str(handler_file))
-            handler = make_handler(
-                fn,
-                hook=name,
-                hook_key=hook_key,
-                where=f"{handler_file}: export {attr!r}",
-                ctx=lambda: self.context(name, hook_key, entry),
-                timeout_s=timeout_s,
-                priority=priority,
-                background=background,
-                source=source,
-            )
-        except HandlerSignatureError as exc:
-            raise _Failure(str(exc)) from None
-        except _Failure:
-            raise
-        except BaseException as exc:  # the hook's code again: a module __getattr__, a property
-            raise _inspection_failure(exc, directory) from None
-        handler.cfg = hook_cfg(self.public_cfg, self.spec.effective_config, hook_key)
-        return handler
-
-    def import_module(
-        self,
-        package: str,
-        handler_file: Path,
-        directory: str,
-        timeout_s: float | None,
-        allow_links: bool,
-        *,
-        single_file: bool = False,
-    ) -> types.ModuleType:
-        """Run ``handler_file`` fresh as a module of ``package``; raise :class:`_Failure`."""
-        self.packages.add(package)
-        self.sources[package] = str(handler_file) if single_file else directory
-        bound_s = timeout_s or self.spec.timeout_ms / 1000  # the hook's own timeout bounds it
-        overran = self.overruns.get(package)
-        if overran is not None:
-            raise _Failure(
-                f"{overran}; remove what blocks at import time (move it into the handler)"
-            )
-        try:
-            with self.watch.step(package, f"importing {handler_file}", bound_s):
-                return self.importer.load(
-                    package, directory, handler_file.name, allow_links=allow_links
-                )
-        except Abandoned:  # this try of the load was given up: unwind it, change nothing
-            raise
-        except UnsafePathError as exc:  # the importer checks every file it loads
-            raise _Failure(str(exc)) from None
-        except BaseException as exc:  # a hook's module code may raise anything, even SystemExit
-            raise _Failure(f"import failed: {_import_error(exc, directory)}") from None
 
     def add_file(
         self,
@@ -324,73 +101,16 @@ class _Builder:
         allowed_roots: list[str],
         scope: HookScope,
     ) -> None:
-        """A single-file hook (``filehooks.py``): a Python one is imported here and gets one
-        handler per events-map entry; a JS/TS one gets a stand-in that the Node worker's import
-        replaces with its entries (``node/loading.py``)."""
-        name, file = record.name, hook.path
-        allow_links = hook.root.source == "bundled"
+        """A single-file hook (:func:`~gatewayd.hooks.filehooks.file_hook_handlers`)."""
         try:
-            if hook.handler is None:
-                raise _Failure(hook.handler_problem or f"{file}: not a hook file")
-            try:
-                real = real_path(file, hook.root.path, hook.root.real)[0]
-            except OSError as exc:
-                raise _Failure(f"{file}: cannot stat: {exc.strerror or exc}") from None
-            if not any(is_inside(real, root, strict=True) for root in allowed_roots):
-                raise _Failure(
-                    f"{file}: resolves to {real}, outside every hook root; "
-                    "move the file into a hook root instead of linking to it"
-                )
-            directory = os.path.dirname(real)
-            try:
-                check_file(real, directory, allow_links=allow_links)
-            except UnsafePathError as exc:
-                raise _Failure(str(exc)) from None
-            ctx = self.context(name, record.hook_key, entry)
-            timeout_s = self.timeout_s(entry, None)
-            priority = entry.priority if entry.priority is not None else DEFAULT_PRIORITY
-            cfg = hook_cfg(self.public_cfg, self.spec.effective_config, record.hook_key)
-            if file.suffix in JS_SUFFIXES:
-                node = NodeHook(name, Path(real), None, record.hook_key, events=True)
-                node.handler = Handler(
-                    hook=name,
-                    hook_key=record.hook_key,
-                    kind=HandlerKind.NODE,
-                    ctx=ctx,
-                    node=node,
-                    env=dict(entry.env),
-                    timeout_s=timeout_s,
-                    priority=priority,
-                    source=hook.root.source,
-                    cfg=cfg,
-                    scope=scope,
-                )
-                self.handlers.append((node.handler, []))
-                self.node_records[node.handler] = record
-                return
-            package = package_name(self.importer.root, name, real, "file")
-            module = self.import_module(
-                package, file, directory, timeout_s, allow_links, single_file=True
-            )
-            try:
-                definition = definition_of(module, file)
-                built = python_handlers(
-                    definition, name, ctx, timeout_s, priority, hook.root.source, str(file)
-                )
-            except (FileHookError, HandlerSignatureError) as exc:
-                raise _Failure(str(exc)) from None
-            except BaseException as exc:  # the hook's code: a module __getattr__, a property
-                raise _inspection_failure(exc, directory) from None
-        except _Failure as exc:
+            built = file_hook_handlers(self.factory, hook, record, entry, allowed_roots, scope)
+        except LoadFailure as exc:
             record.status, record.reasons = "failed", [str(exc)]
             return
-        describe(record, list(definition.events), definition.description)
-        if not definition.events:
-            record.status, record.reasons = "skipped", [f"{file}: its events map is empty"]
-            return
         for handler, keys in built:
-            handler.cfg, handler.scope = cfg, scope
             self.handlers.append((handler, keys))
+            if handler.kind is HandlerKind.NODE:
+                self.node_records[handler] = record
 
     def add_found(self, hook: FoundHook, allowed_roots: list[str]) -> None:
         manifest = hook.manifest
@@ -484,21 +204,21 @@ class _Builder:
             return
         try:
             if hook.handler is None:
-                raise _Failure(hook.handler_problem or "no handler")
+                raise LoadFailure(hook.handler_problem or "no handler")
             try:
                 directory, dir_st = real_path(hook.path, hook.root.path, hook.root.real)
             except OSError as exc:
-                raise _Failure(f"{hook.path}: cannot stat: {exc.strerror or exc}") from None
+                raise LoadFailure(f"{hook.path}: cannot stat: {exc.strerror or exc}") from None
             own_root = os.fspath(directory) == os.fspath(hook.root.real)  # an extra dir hook
             if not own_root and not any(
                 is_inside(directory, root, strict=True) for root in allowed_roots
             ):
-                raise _Failure(
+                raise LoadFailure(
                     f"{hook.path}: resolves to {directory}, outside every hook root; "
                     "move the hook directory into a hook root instead of linking to it"
                 )
             self.importer.note_dir(directory, dir_st)
-            handler = self.make(
+            handler = self.factory.make(
                 name=name,
                 hook_key=hook_key,
                 entry=entry,
@@ -514,7 +234,7 @@ class _Builder:
                 kind="hook",
                 hermes_events=manifest.events if manifest.hermes else None,
             )
-        except _Failure as exc:
+        except LoadFailure as exc:
             record.status, record.reasons = "failed", [str(exc)]
             return
         handler.scope = scope
@@ -570,23 +290,23 @@ class _Builder:
         root = next((r for r in allowed if real.is_relative_to(r.real) and real != r.real), None)
         try:
             if root is None:
-                raise _Failure(
+                raise LoadFailure(
                     f"{where}.module: {spec.module} resolves to {real}, outside the managed, "
                     "bundled and workspace hook roots ("
                     + ", ".join(str(r.real) for r in allowed)
                     + "); move the module into one of them"
                 )
             if not real.is_file():
-                raise _Failure(f"{where}.module: {path} does not exist or is not a file")
+                raise LoadFailure(f"{where}.module: {path} does not exist or is not a file")
             command = real.suffix != ".py" and real.suffix not in JS_SUFFIXES
             if command and not os.access(real, os.X_OK):
-                raise _Failure(
+                raise LoadFailure(
                     f"{where}.module: {path} is neither a .py, .ts, .js or .mjs file "
                     "nor an executable"
                 )
             if refusal := self.node_refusal(real):
-                raise _Failure(refusal)
-            handler = self.make(
+                raise LoadFailure(refusal)
+            handler = self.factory.make(
                 name=name,
                 hook_key=name,
                 entry=entry,
@@ -599,7 +319,7 @@ class _Builder:
                 allow_links=root.source == "bundled",
                 kind="legacy",
             )
-        except _Failure as exc:
+        except LoadFailure as exc:
             record.status, record.reasons = "failed", [str(exc)]
             return
         self.handlers.append((handler, [spec.event]))
@@ -714,14 +434,14 @@ class HookLoader:
                     spec, self.importer, self.manifests, self.gateway, watch, overruns
                 )
                 builders.append(builder)
-                return builder.build(), builder.packages
+                return builder.build(), builder.factory.packages
 
             # Each try runs in a thread of its own with its imports bounded; when one overruns,
             # that try is abandoned and the load tried again, failing that hook at once.
             try:
                 while isinstance(outcome := run_watched(attempt), Overrun):
                     overruns[outcome.key] = outcome.message
-                    if (sources := builders[-1].sources.get(outcome.key)) is not None:
+                    if (sources := builders[-1].factory.sources.get(outcome.key)) is not None:
                         self._stuck[outcome.key] = _StuckImport(
                             outcome, sources, fingerprint(sources, deep=True)
                         )

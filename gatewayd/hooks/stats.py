@@ -82,9 +82,7 @@ class HookStats:
 
     def __init__(self) -> None:
         self.calls = 0
-        """Every call of the hook's handlers: exact when read through
-        ``HookRegistry.stats()``, which first adds the calls its all-async plans counted per
-        event (``registry._AsyncPlan``)."""
+        """Every call of the hook's handlers."""
         self.timed = 0
         """The calls whose duration was measured (all of them outside bursts: see the module
         docstring); :attr:`durations` and the histogram hold theirs."""
@@ -107,7 +105,7 @@ class HookStats:
 
     def ring(self) -> None:
         """Give :attr:`durations` its :data:`RING` slots, before a call is counted: the
-        registry does for every handler it plans, since the dispatcher writes the ring in place.
+        registry does for every handler it plans, since the engine writes the ring in place.
 
         A ring made with each hook's counters was 2 KB a hook: a fifth of the memory a cold
         load of 1,000 hooks takes (~500 page faults) and ~4 ms of its collections (256 items

@@ -7,7 +7,8 @@ message, ``args`` empty, a session entry for the session fields, ...). ``--conte
 merged over it.
 
 :func:`test_hook` runs that hook's handlers alone, traced (each handler's outcome, time and
-changes), directly rather than through the queue, and returns ``{hook, event, messages, trace,
+changes), through the registry's dispatch but not the queue (``HookRegistry.dispatch`` with
+``handlers``), and returns ``{hook, event, messages, trace,
 passed}``. A hook that is not registered runs nothing: the trace says why (its status and reasons
 in the last load). The daemon runs it in its own process (its environment, config, counters);
 the CLI runs it in a fresh loader when no daemon runs.
@@ -23,7 +24,6 @@ from gatewayd.hooks.events import HookEvent, create_hook_event, parse_event_key
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.hooks.results import reply_lines
 from gatewayd.hooks.schema import BASE_FIELDS, EVENTS, spec_for
-from gatewayd.hooks.trace import run_traced
 from gatewayd.hooks.vocabulary import resolve_all
 from gatewayd.timestamps import iso_now
 
@@ -140,9 +140,9 @@ async def test_hook(
     event.trace = True
     entry: dict[str, Any] = {"event": key, "handlers": []}
     if handlers:
-        outcomes = await run_traced(registry, event, handlers)
-        entry["handlers"] = [o.to_json() for o in outcomes]
-        ok = all(o.outcome == "ok" for o in outcomes)
+        report = await registry.dispatch(event, handlers=handlers)
+        entry["handlers"] = [o.to_json() for o in report.outcomes]
+        ok = all(o.outcome == "ok" for o in report.outcomes)
     else:
         why = _why(record) if record is not None else "it has no handler"
         entry["reason"] = f"{hook} did not run: it is {why}"

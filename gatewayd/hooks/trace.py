@@ -1,17 +1,16 @@
-"""What each handler did with one event: the per-handler outcome record, and traced dispatch.
+"""Tracing a dispatch: what each handler did with one event, and why others did not run.
 
-:class:`HandlerOutcome` is the one record of a handler's run. Every dispatch returns the records
-of the handlers that failed or timed out (what retries need); a traced dispatch
-(``event.trace``, the ``trace: true`` request field, ``gatewayd send|trigger --trace``)
-returns one for every handler, in order, with what it changed: messages it added and context
-keys it added, changed or removed.
-
-:func:`run_traced` is that traced dispatch. It is kept apart from ``HookRegistry.dispatch``
-on purpose: a trace snapshots the context around every handler, which the hot path never pays.
+A traced dispatch (``event.trace``: the ``trace: true`` request field, ``gatewayd send|trigger
+--trace``, ``gatewayd hooks test``) runs through the one dispatch engine like any other
+(:mod:`gatewayd.hooks.engine`), with a :class:`TraceRecorder` watching it: before each handler
+it notes the reply lines and a fingerprint of the context, after it records the handler's
+outcome, duration and what it changed (messages added; context keys added, changed, removed).
+An untraced dispatch has no recorder and pays for none of this.
 
 :func:`not_loaded` explains the hooks that subscribe to an event but did not run, from the
 last load's records (``invalid``, ``ineligible``, ``disabled``, ``failed``, ...), and
 :func:`why_nothing_ran` turns that into the one sentence a trace shows when no handler ran.
+:func:`trace_entry` is one event of a trace reply.
 """
 
 from __future__ import annotations
@@ -19,67 +18,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from operator import attrgetter
-from time import perf_counter
-from typing import TYPE_CHECKING, Any, NamedTuple
-
-import anyio
+from typing import Any
 
 from gatewayd.hooks.agents import AgentsSpec, in_scope
 from gatewayd.hooks.events import HookEvent
-from gatewayd.hooks.handlers import Handler, HandlerKind
-from gatewayd.hooks.results import merge_result
-from gatewayd.hooks.runners import (
-    Outcome,
-    finish_async,
-    report_failure,
-    run_command,
-    run_sync,
-)
-from gatewayd.hooks.stats import running
+from gatewayd.hooks.handlers import Handler
+from gatewayd.hooks.outcomes import DispatchReport, HandlerOutcome, failure, report_of
+from gatewayd.hooks.runners import Outcome
 from gatewayd.hooks.vocabulary import resolve_all
-
-if TYPE_CHECKING:
-    from gatewayd.hooks.registry import HookRegistry
-
-
-class HandlerOutcome(NamedTuple):
-    """One handler's run: ``outcome`` is ``ok``, ``error``, ``timeout`` or ``skipped``."""
-
-    hook: str
-    error: str
-    """The error message, the timeout, or why it was skipped; ``""`` when ``ok``."""
-    outcome: str
-    kind: str
-    """``python``, ``command`` or ``js``."""
-    duration_ms: float
-    changed: Mapping[str, Any] | None = None
-    """Traced runs only: ``{messages: [...added], context: {added, changed, removed}}``."""
-
-    def to_json(self) -> dict[str, Any]:
-        """The wire form of one trace entry."""
-        data: dict[str, Any] = {
-            "hook": self.hook,
-            "kind": self.kind,
-            "outcome": self.outcome,
-            "durationMs": self.duration_ms,
-        }
-        if self.error:
-            data["reason" if self.outcome == "skipped" else "error"] = self.error
-        if self.changed is not None:
-            data["changed"] = dict(self.changed)
-        return data
-
-
-def failure(handler: Handler, outcome: Outcome, seconds: float) -> HandlerOutcome:
-    """The record of a handler that just failed or timed out (its message from its stats)."""
-    last = handler.stats.last_error
-    return HandlerOutcome(
-        handler.hook,
-        last[1] if last is not None else outcome.value,
-        outcome.value,
-        handler.language,
-        round(seconds * 1000, 3),
-    )
 
 
 def _fingerprint(value: Any) -> str:
@@ -104,70 +50,39 @@ def _changes(before: dict[str, str], context: Mapping[str, Any]) -> dict[str, li
     }
 
 
-async def _run_async(handler: Handler, event: HookEvent, timeout_s: float) -> Outcome:
-    call = handler.call
-    assert call is not None
-    running.hook = handler.hook
-    try:
-        coro = call(event, handler.ctx) if handler.takes_ctx else call(event)
-        yielded = coro.send(None)
-    except StopIteration as stop:
-        if stop.value is not None:
-            merge_result(event, handler.hook, stop.value)
-        return Outcome.OK
-    except BaseException as exc:
-        if isinstance(exc, anyio.get_cancelled_exc_class()):
-            raise
-        return report_failure(handler, event, exc)
-    finally:
-        running.hook = None
-    return await finish_async(handler, event, coro, yielded, timeout_s)
+class TraceRecorder:
+    """Records every handler's run of one traced dispatch (the engine calls :meth:`before` and
+    :meth:`after` around each handler); :meth:`report` is the dispatch's report."""
 
+    __slots__ = ("_context", "_messages", "outcomes")
 
-async def run_traced(
-    registry: HookRegistry, event: HookEvent, plan: Iterable[Handler]
-) -> list[HandlerOutcome]:
-    """Run ``plan`` for ``event`` as dispatch does, recording every handler's outcome and
-    changes; the counters are updated as in an untraced dispatch."""
-    outcomes: list[HandlerOutcome] = []
-    base_cfg = event.context.get("cfg", _NO_CFG)
-    for handler in plan:
-        if event.halted:  # a handler blocked or cancelled: the rest do not run
-            break
-        if base_cfg is not _NO_CFG:  # each hook's own cfg view, as in dispatch (cfgview.py)
-            event.context["cfg"] = base_cfg if handler.cfg is None else handler.cfg
-        timeout_s = handler.timeout_s or registry.default_timeout_s
-        messages_before = len(event.messages)
-        context_before = _snapshot(event.context)
-        t0 = perf_counter()
-        if handler.kind is HandlerKind.ASYNC:
-            outcome = await _run_async(handler, event, timeout_s)
-        elif handler.kind is HandlerKind.SYNC:
-            outcome = await run_sync(handler, event, timeout_s, registry.hook_threads())
-        elif handler.kind is HandlerKind.NODE:
-            outcome = await handler.node.run(event, timeout_s)
-        else:
-            outcome = await run_command(handler, event, timeout_s)
-        seconds = perf_counter() - t0
-        handler.stats.record(seconds)
+    def __init__(self) -> None:
+        self.outcomes: list[HandlerOutcome] = []
+        self._messages = 0
+        self._context: dict[str, str] = {}
+
+    def before(self, handler: Handler, event: HookEvent) -> None:
+        """``handler`` is about to run: note what it may change."""
+        self._messages = len(event.messages)
+        self._context = _snapshot(event.context)
+
+    def after(self, handler: Handler, event: HookEvent, outcome: Outcome, seconds: float) -> None:
+        """``handler`` ran for ``seconds`` with ``outcome``: record it and what it changed."""
         changed = {
-            "messages": [str(m) for m in event.messages[messages_before:]],
-            "context": _changes(context_before, event.context),
+            "messages": [str(m) for m in event.messages[self._messages :]],
+            "context": _changes(self._context, event.context),
         }
         if outcome is Outcome.OK:
-            outcomes.append(
-                HandlerOutcome(
-                    handler.hook, "", "ok", handler.language, round(seconds * 1000, 3), changed
-                )
+            record = HandlerOutcome(
+                handler.hook, "", "ok", handler.language, round(seconds * 1000, 3), changed
             )
         else:
-            outcomes.append(failure(handler, outcome, seconds)._replace(changed=changed))
-    if base_cfg is not _NO_CFG:
-        event.context["cfg"] = base_cfg
-    return outcomes
+            record = failure(handler, outcome, seconds)._replace(changed=changed)
+        self.outcomes.append(record)
 
-
-_NO_CFG: Any = object()
+    def report(self) -> DispatchReport:
+        """The report of the dispatch: every handler that ran, in order."""
+        return report_of(self.outcomes)
 
 
 def _subscribes(events: Iterable[str], key: str) -> bool:

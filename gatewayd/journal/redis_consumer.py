@@ -31,7 +31,7 @@ import structlog
 from redis import exceptions as rex
 
 from gatewayd.hooks.events import HookEvent
-from gatewayd.hooks.registry import DispatchReport
+from gatewayd.hooks.outcomes import DispatchReport
 from gatewayd.journal import redis_codec as codec
 from gatewayd.journal import redis_link
 from gatewayd.journal.base import Item, JournalError

@@ -44,7 +44,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from gatewayd.hooks.events import HookEvent
-from gatewayd.hooks.registry import DispatchReport
+from gatewayd.hooks.outcomes import DispatchReport
 from gatewayd.journal import redis_codec as codec
 from gatewayd.journal import redis_consumer as consumer
 from gatewayd.journal import redis_link

@@ -12,7 +12,8 @@ import structlog
 
 from gatewayd.hooks import HookEvent, create_hook_event
 from gatewayd.hooks.handlers import Handler, HandlerKind
-from gatewayd.hooks.registry import DispatchReport, HookRegistry
+from gatewayd.hooks.outcomes import DispatchReport
+from gatewayd.hooks.registry import HookRegistry
 from gatewayd.hooks.runners import parse_command_output
 
 

@@ -1,8 +1,5 @@
-"""HookRegistry dispatch: order, the two layers, isolation of failures, timeouts, threads.
-
-Every test runs twice: with plans whose handlers are all async run by the registry's
-specialised runner (``_run_async_plan``), and with every plan run by the general one.
-"""
+"""HookRegistry dispatch: order, the two layers, isolation of failures, timeouts, threads, and
+the traced dispatch (the same engine, observed)."""
 
 from __future__ import annotations
 
@@ -17,16 +14,11 @@ import structlog
 
 import gatewayd.hooks.registry
 from gatewayd.hooks import HookEvent, create_hook_event
+from gatewayd.hooks.engine import dispatching
 from gatewayd.hooks.events import EventKeyError
 from gatewayd.hooks.handlers import Handler, HandlerSignatureError, make_handler
-from gatewayd.hooks.registry import CodeHooks, HookRegistry, cause_chain, dispatching
+from gatewayd.hooks.registry import CodeHooks, HookRegistry, cause_chain
 from gatewayd.hooks.stats import BUCKETS, RING, HookStats
-
-
-@pytest.fixture(autouse=True, params=[True, False], ids=["specialised", "general"])
-def specialise(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    monkeypatch.setattr(HookRegistry, "specialise", request.param)
-    return bool(request.param)
 
 
 def new_event(key: str = "command:new") -> HookEvent:
@@ -562,10 +554,12 @@ def test_a_handler_that_blocks_after_suspending_ends_the_chain() -> None:
     assert (report.handlers, report.errors, report.timeouts) == (1, 0, 0)
 
 
-def test_the_specialised_runner_runs_what_the_general_one_does(specialise: bool) -> None:
-    """One plan of every case the all-async runner takes (ctx, cfg views, a result, a failure,
-    a handler that suspends, then one that halts the chain) runs the same both ways: what the
-    handlers saw, the event, the report, the counters."""
+@pytest.mark.parametrize("trace", [False, True], ids=["untraced", "traced"])
+def test_a_plan_of_every_case_runs_the_same_traced_or_not(trace: bool) -> None:
+    """One plan of every case the engine takes (ctx, cfg views, a result, a failure, a handler
+    that suspends, then one that halts the chain) runs the same traced or not: what the
+    handlers saw, the event, the counts in the report, the counters; traced, the report holds
+    every handler's record, in order."""
     seen: list[Any] = []
 
     async def plain(event: HookEvent) -> None:
@@ -606,16 +600,27 @@ def test_the_specialised_runner_runs_what_the_general_one_does(specialise: bool)
         for _ in range(2):  # the first builds the plan, the second runs the cached one
             event = new_event("message:received")
             event.context.update(cfg=base, content="hi")
+            event.trace = trace
             reports.append((await registry.dispatch(event), event))
         return reports
 
     base = {"base": True}
     with structlog.testing.capture_logs():
         runs = anyio.run(twice)
-    assert ("received" in registry._async_plans.get("message", {})) is specialise
+    ran = ["plain", "with_ctx", "fails", "suspends", "halts"]
     for report, event in runs:
         assert (report.handlers, report.errors, report.timeouts) == (5, 1, 0)
-        assert [o.hook for o in report.outcomes] == ["fails"]
+        if trace:
+            assert [(o.hook, o.outcome) for o in report.outcomes] == [
+                (hook, "error" if hook == "fails" else "ok") for hook in ran
+            ]
+            changed = {o.hook: o.changed for o in report.outcomes}
+            assert changed["with_ctx"] == {
+                "messages": [],
+                "context": {"added": [], "changed": ["content"], "removed": []},
+            }
+        else:
+            assert [o.hook for o in report.outcomes] == ["fails"]
         assert event.halted and event.messages == []
         assert event.context["cfg"] is base and event.context["content"] == "rewritten"
         assert event.result == {"content": "rewritten", "block": True}
@@ -631,7 +636,7 @@ def test_the_specialised_runner_runs_what_the_general_one_does(specialise: bool)
     assert registry.stats()["fails"].errors == 2
 
 
-def test_a_plan_with_a_sync_handler_is_not_specialised() -> None:
+def test_a_plan_asked_for_with_another_type_is_that_key_s_plan() -> None:
     def sync_handler(event: HookEvent) -> None:
         event.messages.append("sync")
 
@@ -641,14 +646,59 @@ def test_a_plan_with_a_sync_handler_is_not_specialised() -> None:
     registry.register("session", appender("session"))
     event = new_event()
     anyio.run(registry.dispatch, event)
-    anyio.run(registry.dispatch, create_hook_event("session", "start", "s"))
     assert event.messages == ["async", "sync"]
-    assert "new" not in registry._async_plans.get("command", {})
-    assert ("start" in registry._async_plans.get("session", {})) is HookRegistry.specialise
-    # Asked for with another type than its key's (all async here: the "session" handler), a
-    # plan is built but not indexed under that type, where session:other would find it.
     assert registry.plan("session", "command:other") == registry.plan("session", "session:start")
-    assert "other" not in registry._async_plans.get("session", {})
+
+
+def test_a_traced_dispatch_records_sync_and_suspending_handlers_and_counts_them() -> None:
+    """The trace observes the one engine: a sync handler (a thread) and an async one that
+    suspends are recorded with what they added, and counted as an untraced run counts them."""
+
+    def in_thread(event: HookEvent) -> None:
+        event.messages.append("thread")
+        event.context["seen"] = True
+
+    async def suspends(event: HookEvent) -> None:
+        await anyio.lowlevel.checkpoint()
+        event.messages.append("later")
+
+    registry = HookRegistry()
+    registry.register("command:new", in_thread, name="sync")
+    registry.register("command:new", suspends, name="suspends")
+    event = new_event()
+    event.trace = True
+    report = anyio.run(registry.dispatch, event)
+    assert event.messages == ["thread", "later"]
+    assert [(o.hook, o.outcome, o.kind) for o in report.outcomes] == [
+        ("sync", "ok", "python"),
+        ("suspends", "ok", "python"),
+    ]
+    assert report.outcomes[0].changed == {
+        "messages": ["thread"],
+        "context": {"added": ["seen"], "changed": [], "removed": []},
+    }
+    assert report.outcomes[1].changed == {
+        "messages": ["later"],
+        "context": {"added": [], "changed": [], "removed": []},
+    }
+    stats = registry.stats()
+    assert (stats["sync"].calls, stats["sync"].timed) == (1, 1)
+    assert (stats["suspends"].calls, stats["suspends"].timed) == (1, 1)
+    assert registry.event_counts == {"command:new": 1}
+
+
+def test_handlers_given_run_whatever_they_subscribe_to_and_are_not_an_event_of_the_key() -> None:
+    """``hooks test``'s way in: a hook's handlers, given, run for an event they do not
+    subscribe to; counted on the hook, not as an event of the key."""
+    registry = HookRegistry()
+    handler = registry.register("session:start", appender("ran"), name="only-session")
+    event = new_event("command:new")
+    event.trace = True
+    report = anyio.run(lambda: registry.dispatch(event, handlers=[handler]))
+    assert event.messages == ["ran"]
+    assert [o.hook for o in report.outcomes] == ["only-session"]
+    assert registry.stats()["only-session"].calls == 1
+    assert registry.event_counts == {}
 
 
 def test_a_dispatch_whose_handlers_do_not_suspend_is_done_when_called() -> None:
