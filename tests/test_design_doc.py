@@ -7,8 +7,8 @@
 * Section 5 (Config keys): one row per key of the config models (``gatewayd.config``), with its
   default where the default is a plain value; no row for a key that does not exist.
 * Section 6 (Author API): one row per name ``gatewayd.hooks`` exports, and no other.
-* Section 1 (the layers of section 1.4): every module of the package is on one layer line, and
-  no import goes up a layer.
+* Section 1 (the layers of section 1.4): every module of the package is on one layer line, no
+  import goes up a layer, and no module imports itself through others (no import circle).
 
 Each failure says what to add (or remove) where, so whoever adds an op, a command, a flag or a
 key learns here to document it.
@@ -310,3 +310,105 @@ def test_every_import_goes_down_the_layers() -> None:
     assert not upward, "imports that go up a layer (docs/design.md section 1.4): " + "; ".join(
         upward
     )
+
+
+def module_name(path: Path) -> str:
+    """``gatewayd.x.y`` of a file of the package (``gatewayd.x`` for ``x/__init__.py``)."""
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _as_module(name: str, modules: set[str]) -> str | None:
+    """``name`` if it is a module of the package, else the module it names a member of."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports: at module level, inside a function, or for
+    annotations only (``if TYPE_CHECKING:``) alike, since each is a module that knows the
+    other. ``from gatewayd.x import y`` names the module ``gatewayd.x.y`` when there is one,
+    else ``gatewayd.x``. A package imported only because one of its submodules is (Python runs
+    ``x/__init__.py`` first) is no edge."""
+    files = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    modules = set(files)
+    graph: dict[str, set[str]] = {}
+    for me, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name.split(".")[0] == "gatewayd"}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module.split(".")[0] != "gatewayd":
+                    continue
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    found.add(sub if sub in modules else node.module)
+        graph[me] = {m for name in found if (m := _as_module(name, modules)) and m != me}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return circles
+
+
+KNOWN_CIRCLES = [
+    [
+        "gatewayd.journal.redis_consumer",
+        "gatewayd.journal.redis_inspect",
+        "gatewayd.journal.redis_queue",
+    ]
+]
+"""Circles docs/design.md section 1.4 names, each with its reason; no other is allowed."""
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    circles = import_circles(import_graph())
+    gone = [c for c in KNOWN_CIRCLES if c not in circles]
+    assert not gone, f"no longer a circle: take {gone} out of KNOWN_CIRCLES and design.md 1.4"
+    circles = [c for c in circles if c not in KNOWN_CIRCLES]
+    assert not circles, (
+        "import circles in gatewayd/ (docs/design.md section 1.4): "
+        + "; ".join(" <-> ".join(c) for c in circles)
+        + ". Move what both sides need into a module below them (an annotation under "
+        "`if TYPE_CHECKING:` counts: the two modules still know each other)."
+    )
+
+
+def test_the_circle_check_finds_a_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_circles(graph) == [["a", "b", "c"]]
+    assert import_circles({"a": {"b"}, "b": set()}) == []
