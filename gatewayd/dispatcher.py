@@ -75,12 +75,14 @@ class Dispatcher:
         self._latency_n = 0
         self._latency_max = 0.0
         self._tg: anyio.abc.TaskGroup | None = None
-        self._drained: anyio.Event | None = None
-        self._stopped: anyio.Event | None = None
+        """The workers' task group, while :meth:`run` runs."""
+        self._draining = False
+        self._drained = anyio.Event()
+        """Set by the last worker to go idle once :meth:`drain` began."""
+        self._stopped = anyio.Event()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run the workers until :meth:`drain` (or cancellation) stops them."""
-        self._stopped = stopped = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -88,7 +90,7 @@ class Dispatcher:
                     tg.start_soon(self._worker)
                 task_status.started()
         finally:
-            stopped.set()
+            self._stopped.set()
 
     async def _worker(self) -> None:
         queue = self.queue
@@ -110,7 +112,7 @@ class Dispatcher:
         while True:
             got = take()
             if got is None:
-                if self._drained is not None and not queue._lanes and not queue.depth:
+                if self._draining and not queue._lanes and not queue.depth:
                     self._drained.set()
                 wake = loop.create_future()
                 queue._idle.append(wake)
@@ -292,10 +294,10 @@ class Dispatcher:
         # depth: events still on their way through the journal. No workers (the start failed
         # before dispatch began): nothing to wait for; what is queued stays journaled.
         if (queue._lanes or queue.depth) and self._tg is not None:
-            self._drained = anyio.Event()  # set by the last worker to go idle
+            self._draining = True
             with anyio.move_on_after(timeout_s):
                 await self._drained.wait()
-        if self._tg is not None and self._stopped is not None:
+        if self._tg is not None:
             self._tg.cancel_scope.cancel()
             with anyio.move_on_after(5):
                 await self._stopped.wait()
