@@ -18,7 +18,7 @@ import structlog
 
 from gatewayd.hooks.agents import HookScope, in_scope, plain_name
 from gatewayd.hooks.handlers import Handler
-from gatewayd.hooks.node import NodeBinary
+from gatewayd.hooks.node.resolve import NodeBinary
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.hooks.spec import LoadSpec
 
