@@ -315,6 +315,7 @@ export class GatewaydClient extends EventEmitter {
     try {
       const hello = await this.open();
       this.failures = 0;
+      this.fatal = undefined; // a daemon upgraded since a mismatch is served again
       this.state = "ready";
       this.server = hello;
       const daemonWindow = hello.limits?.maxInFlight ?? 1;
@@ -364,7 +365,12 @@ export class GatewaydClient extends EventEmitter {
       transport.close();
       throw handshakeError(err as Error, this.path);
     }
-    checkProtocol(hello, this.path);
+    try {
+      checkProtocol(hello, this.path);
+    } catch (err) {
+      transport.close(); // a daemon of another protocol: this connection is of no use
+      throw err;
+    }
     return hello;
   }
 

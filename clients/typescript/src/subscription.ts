@@ -89,7 +89,12 @@ export class Subscription implements AsyncIterableIterator<OutboundMessage> {
         this.path,
         {
           line: (text) => {
-            const reply = JSON.parse(text) as Record<string, unknown>;
+            let reply: Record<string, unknown>;
+            try {
+              reply = JSON.parse(text) as Record<string, unknown>;
+            } catch {
+              return; // not JSON: no message of the daemon's; the stream goes on
+            }
             if (phase === "stream") {
               if (reply.event === "message") this.deliver(reply as unknown as OutboundMessage);
               return;

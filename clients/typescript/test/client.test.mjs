@@ -234,6 +234,13 @@ test("hello's protocol range decides: the error says what to upgrade", async () 
     try {
       await assert.rejects(c.connect(), (err) => err instanceof ProtocolError && advice.test(err.message));
       await assert.rejects(c.ping(), { code: "protocol" }); // no retry mends it
+      // An upgrade does: the same client connects to a daemon that speaks its protocol.
+      await new Promise((r) => server.close(r));
+      hello.protocol = 1;
+      hello.minProtocol = 1;
+      await new Promise((r) => server.listen(path, r));
+      assert.equal((await c.connect()).protocol, 1);
+      assert.equal(c.connected, true);
     } finally {
       c.close();
       server.close();
