@@ -331,12 +331,18 @@ class Client:
         trace: bool = False,
     ) -> Decision[PersistDecision]: ...
 
+    @overload
+    async def decide(
+        self, event: str, session_key: str, context: Mapping[str, Any], *, trace: bool = False
+    ) -> Decision[dict[str, Any]]: ...
+
     async def decide(
         self, event: str, session_key: str, context: Mapping[str, Any], *, trace: bool = False
     ) -> Decision[Any]:
         """Ask the hooks of a decision event (block, cancel, rewrite) and get their merged
-        ``result``, typed for the event; ``timedOut`` when ``hooks.decisionTimeoutMs`` passed
-        first. The runtime obeys it: a ``block`` or ``cancel`` stops the step, a returned
+        ``result``, typed for the events of :data:`~gatewayd.client.types.DecisionEvent` (a
+        ``dict`` for the others ``hello`` lists); ``timedOut`` when ``hooks.decisionTimeoutMs``
+        passed first. The runtime obeys it: a ``block`` or ``cancel`` stops the step, a returned
         ``content``/``params``/``message`` replaces the one it was about to use."""
         fields: dict[str, Any] = {"event": event, "sessionKey": session_key}
         fields["context"] = dict(context)

@@ -1,35 +1,14 @@
 """The shapes of what gatewayd answers (docs/design.md section 3), for type checkers.
 
 At run time every reply is a plain ``dict`` decoded from JSON; these ``TypedDict`` s say which
-keys it has, so ``reply["messages"]`` is checked by mypy and pyright. The event names and each
-decision event's result fields come from the one event schema (:mod:`gatewayd.hooks.schema`):
-``tests/client`` checks that these lists match it, so the two cannot drift.
+keys it has, so ``reply["messages"]`` is checked by mypy and pyright. The result fields of the
+decision events typed here are the event schema's (:mod:`gatewayd.hooks.schema`):
+``tests/client`` checks that they match it, so the two cannot drift.
 """
 
 from __future__ import annotations
 
 from typing import Any, Generic, Literal, NotRequired, TypedDict, TypeVar
-
-EventName = Literal[
-    "agent:after_compaction",
-    "agent:after_tool_call",
-    "agent:before_compaction",
-    "agent:before_start",
-    "agent:before_tool_call",
-    "agent:bootstrap",
-    "agent:end",
-    "agent:step",
-    "agent:tool_result_persist",
-    "message:preprocessed",
-    "message:received",
-    "message:sending",
-    "message:sent",
-    "message:transcribed",
-    "session:end",
-    "session:patch",
-    "session:start",
-]
-"""Every event a client may post with ``trigger``, but ``command:<name>`` (any name)."""
 
 DecisionEvent = Literal[
     "agent:before_start",
@@ -38,8 +17,9 @@ DecisionEvent = Literal[
     "message:received",
     "message:sending",
 ]
-"""The events whose handlers decide (block, cancel, rewrite): their reply always has
-``result``."""
+"""The decision events whose merged result this client types (:meth:`Client.decide
+<gatewayd.client.Client.decide>`); the daemon's ``hello`` lists every decision event it serves
+(``decisions``), and ``decide`` takes the others too, with a plain ``dict`` result."""
 
 
 # -- each decision's merged result (hooks merge them as the event schema says) ---------------------
@@ -62,10 +42,13 @@ class OutboundDecision(TypedDict, total=False):
 
 
 class StartDecision(TypedDict, total=False):
-    """``agent:before_start``: context to prepend (joined in order), a system prompt."""
+    """``agent:before_start``: context to prepend (joined in order), a system prompt, another
+    model or provider."""
 
     prependContext: str
     systemPrompt: str
+    modelOverride: str
+    providerOverride: str
 
 
 class ToolCallDecision(TypedDict, total=False):

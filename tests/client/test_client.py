@@ -216,16 +216,14 @@ async def test_no_daemon_is_not_running_with_the_socket_named(state_dir: Path) -
     assert str(refused.value) == f"gatewayd is not running (no socket at {missing})"
 
 
-def test_the_reply_types_follow_the_event_schema() -> None:
-    """The client's event names and decision results are the schema's, so they cannot drift."""
+def test_the_typed_decisions_follow_the_event_schema() -> None:
+    """The result fields the client types for a decision event are the schema's, so the two
+    cannot drift."""
     from typing import get_args
 
-    from gatewayd.channels.protocol import CLIENT_DECISIONS, CLIENT_EVENTS
     from gatewayd.client import types
-    from gatewayd.hooks.schema import EVENTS
+    from gatewayd.hooks.schema import DECISION_EVENTS, EVENTS
 
-    assert set(get_args(types.EventName)) == set(CLIENT_EVENTS) - {"command"}
-    assert set(get_args(types.DecisionEvent)) == set(CLIENT_DECISIONS)
     results = {
         "message:received": types.InboundDecision,
         "message:sending": types.OutboundDecision,
@@ -233,9 +231,12 @@ def test_the_reply_types_follow_the_event_schema() -> None:
         "agent:before_tool_call": types.ToolCallDecision,
         "agent:tool_result_persist": types.PersistDecision,
     }
-    assert set(results) == set(CLIENT_DECISIONS)
+    assert set(results) == set(get_args(types.DecisionEvent)) <= DECISION_EVENTS
     for event, result in results.items():
-        assert set(result.__annotations__) == set(EVENTS[event].results), event
+        assert set(result.__annotations__) == set(EVENTS[event].results), (
+            f"gatewayd/client/types.py: {result.__name__} must have the result fields of "
+            f"{event} in gatewayd/hooks/schema.py"
+        )
 
 
 def test_the_command_line_gets_the_same_errors(daemon: Daemon) -> None:
