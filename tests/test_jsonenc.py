@@ -32,7 +32,7 @@ def canonical(text: str | bytes) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("allow_nan", [True, False])
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(value=st.dictionaries(st.text(), values, max_size=6))
 def test_it_writes_what_json_writes(allow_nan: bool, value: dict[str, Any]) -> None:
     try:
