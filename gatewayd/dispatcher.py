@@ -1,11 +1,11 @@
 """The dispatcher: the workers that run the trigger queue's events through the hook registry.
 
 :class:`Dispatcher` runs ``gateway.queue.concurrency`` workers. A worker owns one session's lane
-at a time and takes up to :data:`BATCH` of its events in one step, so one session's events run
-strictly in post order while other sessions run on other workers: a slow hook delays only its own
-session. Workers step through a batch with no task, future or cancel scope per event (the
-registry adds a cancel scope only for a handler that actually suspends), and yield to the loop
-once per batch.
+at a time and takes up to :data:`~gatewayd.lanes.BATCH` of its events in one step, so one
+session's events run strictly in post order while other sessions run on other workers: a slow
+hook delays only its own session. Workers step through a batch with no task, future or cancel
+scope per event (the engine adds a cancel scope only for a handler that actually suspends), and
+yield to the loop once per batch.
 
 Counters: ``depth`` (queued, not yet taken), ``peak``, ``accepted``, ``dispatched``, handler
 ``errors`` and ``timeouts``, and the dispatch latency from post to the end of the dispatch,
