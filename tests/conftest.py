@@ -13,10 +13,13 @@ hand work out in this order, except that the Docker image tests wait for their i
 (:mod:`tests.support.scheduling`).
 """
 
+import logging
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import structlog
 
 pytest_plugins = ["tests.support.bytecode", "tests.support.fixtures"]
 
@@ -24,7 +27,19 @@ WORKER_NICE = 5
 """How much the xdist workers (and every daemon, CLI run and server they start) yield the CPU
 to the container image builds, which run in dockerd's processes: the builds and then the
 systemd tests are the run's longest path, and at equal priority the builds took 2-3x their
-time alone (bench/NOTES.md, "The test suite's wall time, session 7")."""
+time alone."""
+
+
+@pytest.fixture(autouse=True)
+def logging_as_it_was() -> Iterator[None]:
+    """Logging configured by a test (``gatewayd.logging.configure_logging``, a gateway's own
+    start) is that test's: structlog's configuration and the root logger's level are put back
+    after it. One left at ``warning`` hid every info and debug record from the tests the same
+    worker ran next (their ``capture_logs`` came back empty)."""
+    config, level = structlog.get_config(), logging.getLogger().level
+    yield
+    structlog.configure(**config)
+    logging.getLogger().setLevel(level)
 
 
 @pytest.fixture
