@@ -151,7 +151,8 @@ def fill(directory: Path) -> Path:
 
 
 class RedisStore(Store):
-    """A fresh namespace on ``server`` (4 partitions, short leases)."""
+    """A fresh namespace on ``server`` (4 partitions; leases of the default length: a shorter
+    one lapses on a loaded machine and redelivers what was in hand, as it may)."""
 
     name = "redis"
     durable = True
@@ -163,7 +164,7 @@ class RedisStore(Store):
                 "url": server.url,
                 "namespace": f"t{uuid.uuid4().hex[:8]}",
                 "partitions": 4,
-                "leaseMs": 600,
+                "leaseMs": 5000,
                 "waitMs": 2000,
             }
         )
