@@ -1,4 +1,4 @@
-"""Class 5 of issue 13: secrets stay where they belong.
+"""Secrets stay where they belong (in-process gateway, real CLI and command hooks).
 
 ``config show`` and ``status`` redact secret-looking values and every ``env``; each hook sees
 only its own ``hooks.entries.<key>`` settings and env in ``cfg``; a client's trigger context
@@ -11,14 +11,17 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.support.cli import gatewayd, ok
-from tests.support.fixtures import StartDaemon
+from tests.support.fixtures import StartGateway
 from tests.support.hooks import WriteHook, recorder
 from tests.support.state import read_records, write_config
 
 SECRETS = {"apiKey": "sk-live-0a1b2c", "token": "tok-3d4e5f", "env": "env-6a7b8c"}
+
+pytestmark = pytest.mark.anyio
 
 
 def secret_config() -> dict[str, object]:
@@ -58,49 +61,49 @@ def test_config_show_redacts_secrets_and_env(state_dir: Path) -> None:
     }
 
 
-def test_status_and_reload_errors_never_echo_a_secret(
-    start_daemon: StartDaemon, state_dir: Path
+async def test_status_and_reload_errors_never_echo_a_secret(
+    start_gateway: StartGateway, state_dir: Path
 ) -> None:
-    daemon = start_daemon(secret_config())
+    daemon = await start_gateway(secret_config())
     bad = secret_config()
     bad["hooks"]["entries"]["alpha"]["env"] = [SECRETS["env"]]  # type: ignore[index]
     bad["hooks"]["entries"]["beta"]["token"] = {"nested": SECRETS["token"]}  # type: ignore[index]
     bad["gateway"] = {"queue": {"capacity": "many"}}  # an ordinary error keeps its value
     write_config(state_dir, bad)
-    with daemon.control() as control:
-        reply = control.request("reload")
+    async with daemon.control() as control:
+        reply = await control.request("reload")
         assert reply["ok"] is False and reply["error"]["code"] == "reload_refused", reply
-        status = control.ok("status")["status"]
+        status = (await control.ok("status"))["status"]
     assert status["last_reload"]["result"] == "refused"
     text = json.dumps(reply) + json.dumps(status) + daemon.stderr_text()
     assert "hooks.entries.alpha.env: " in text  # the error still names the key
     assert "(got 'many')" in text
     for secret in (SECRETS["env"], SECRETS["token"]):
         assert secret not in text
-    assert daemon.stop() == 0
+    assert await daemon.stop() == 0
 
 
-def test_an_error_across_sections_never_echoes_the_config(
-    start_daemon: StartDaemon, state_dir: Path
+async def test_an_error_across_sections_never_echoes_the_config(
+    start_gateway: StartGateway, state_dir: Path
 ) -> None:
     """A check across sections (two default agents, an agent id no session key can carry)
     sees the whole config: its error names the keys and shows none of the values."""
-    daemon = start_daemon(secret_config())
+    daemon = await start_gateway(secret_config())
     bad_agents: list[dict[str, object]] = [
         {"../x": {}},
         {"a": {"default": True}, "b": {"default": True}},
     ]
     for agents in bad_agents:
         write_config(state_dir, {**secret_config(), "agents": agents})
-        with daemon.control() as control:
-            reply = control.request("reload")
-            status = control.ok("status")["status"]
+        async with daemon.control() as control:
+            reply = await control.request("reload")
+            status = (await control.ok("status"))["status"]
         assert reply["ok"] is False and reply["error"]["code"] == "reload_refused", reply
         text = json.dumps(reply) + json.dumps(status) + daemon.stderr_text()
         assert "agents" in reply["error"]["message"], reply
         for secret in SECRETS.values():
             assert secret not in text
-    assert daemon.stop() == 0
+    assert await daemon.stop() == 0
 
 
 COMMAND_HOOK = """#!{python}
@@ -111,8 +114,8 @@ with open(os.path.join(os.environ["ELIZA_STATE_DIR"], "command.json"), "w") as f
 """
 
 
-def test_each_hook_sees_only_its_own_entry_in_cfg(
-    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+async def test_each_hook_sees_only_its_own_entry_in_cfg(
+    start_gateway: StartGateway, state_dir: Path, write_hook: WriteHook
 ) -> None:
     hooks = state_dir / "hooks"
     for name in ("alpha", "beta"):
@@ -129,9 +132,9 @@ def test_each_hook_sees_only_its_own_entry_in_cfg(
         handler=COMMAND_HOOK.replace("{python}", sys.executable),
         handler_file="handler",
     )
-    daemon = start_daemon(secret_config())
-    with daemon.control() as control:
-        control.ok("message", sessionKey="s", text="/probe")
+    daemon = await start_gateway(secret_config())
+    async with daemon.control() as control:
+        await control.ok("message", sessionKey="s", text="/probe")
     alpha = read_records(state_dir, "alpha.jsonl")[0]["ctx"]["cfg"]["hooks"]
     beta = read_records(state_dir, "beta.jsonl")[0]["ctx"]["cfg"]["hooks"]
     gamma = json.loads((state_dir / "command.json").read_text())
@@ -153,11 +156,11 @@ def test_each_hook_sees_only_its_own_entry_in_cfg(
     }
     for secret in SECRETS.values():
         assert secret not in json.dumps(beta["entries"]["alpha"]) + json.dumps(gamma)
-    assert daemon.stop() == 0
+    assert await daemon.stop() == 0
 
 
-def test_a_trigger_cannot_replace_cfg_or_workspace_dir(
-    start_daemon: StartDaemon, state_dir: Path, write_hook: WriteHook
+async def test_a_trigger_cannot_replace_cfg_or_workspace_dir(
+    start_gateway: StartGateway, state_dir: Path, write_hook: WriteHook
 ) -> None:
     write_hook(
         state_dir / "hooks",
@@ -165,9 +168,9 @@ def test_a_trigger_cannot_replace_cfg_or_workspace_dir(
         events=["command:probe"],
         handler=recorder(keep=("cfg", "workspaceDir", "extra")),
     )
-    daemon = start_daemon(secret_config())
-    with daemon.control() as control:
-        control.ok(
+    daemon = await start_gateway(secret_config())
+    async with daemon.control() as control:
+        await control.ok(
             "trigger",
             event="command:probe",
             sessionKey="s",
@@ -177,4 +180,4 @@ def test_a_trigger_cannot_replace_cfg_or_workspace_dir(
     assert seen["workspaceDir"] == str(state_dir / "workspace")
     assert seen["cfg"]["hooks"]["internal"]["entries"]["alpha"]["messages"] == 7
     assert seen["extra"] == 1  # the client's own keys still arrive
-    assert daemon.stop() == 0
+    assert await daemon.stop() == 0

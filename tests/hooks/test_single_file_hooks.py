@@ -1,4 +1,4 @@
-"""Single-file hooks (Eve's shape) in a real ``gatewayd run``: Python, TypeScript and JavaScript
+"""Single-file hooks (Eve's shape) in a real gateway (in-process): Python, TypeScript and JavaScript
 files in a hook root, with Eve's event names, ``*``, nested names, live edits, a broken file
 failing alone, and ``gatewayd hooks check`` saying why the other files are not hooks."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import textwrap
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,12 @@ from gatewayd.hooks import define_hook
 from gatewayd.hooks.filescan import scan_files
 from gatewayd.hooks.vocabulary import resolve
 from tests.node.node_support import SYSTEM_NODE, WHEEL_NODE, env_without_node, node_version
-from tests.support.cli import RunCli, ok
-from tests.support.daemon import Daemon
-from tests.support.fixtures import StartDaemon
-from tests.support.state import wait_until
+from tests.support.cli import RunCli, off_loop, ok
+from tests.support.fixtures import StartGateway
+from tests.support.inprocess import InProcess
+from tests.support.state import eventually_async
+
+anyio_test = pytest.mark.anyio
 
 needs_wheel = pytest.mark.skipif(WHEEL_NODE is None, reason="needs the gatewayd[node] extra")
 
@@ -31,21 +34,26 @@ def write(root: Path, relative: str, source: str) -> Path:
     return path
 
 
-def hooks_by_name(daemon: Daemon) -> dict[str, dict[str, Any]]:
-    with daemon.control() as ctl:
-        return {h["name"]: h for h in ctl.ok("hooks")["hooks"]}
+async def hooks_by_name(daemon: InProcess) -> dict[str, dict[str, Any]]:
+    async with daemon.control() as ctl:
+        return {h["name"]: h for h in (await ctl.ok("hooks"))["hooks"]}
 
 
-def reply(daemon: Daemon, text: str, session: str, channel: str = "tg") -> list[str]:
-    return list(daemon.send(text, session=session, channel=channel)["messages"])
+async def reply(daemon: InProcess, text: str, session: str, channel: str = "tg") -> list[str]:
+    return list((await daemon.send(text, session=session, channel=channel))["messages"])
 
 
-def starts_with(daemon: Daemon, expected: str, prefix: str) -> bool:
+async def starts_with(daemon: InProcess, expected: str, prefix: str) -> bool:
     """Whether a new session's ``session.started`` reply (its last line) is ``expected``, with
     ``{session}`` replaced by the session key (each try is a new session: only a new one
     starts)."""
     session = f"{prefix}{next(_SESSIONS)}"
-    return reply(daemon, "hi", session)[-1:] == [expected.format(session=session)]
+    return (await reply(daemon, "hi", session))[-1:] == [expected.format(session=session)]
+
+
+async def until(probe: Callable[[], Awaitable[bool]], what: str) -> None:
+    """Wait (at most 60 s, a bound against a hang) until ``probe()`` is true."""
+    await eventually_async(probe, 60, what)
 
 
 _SESSIONS = itertools.count()
@@ -115,8 +123,9 @@ PROFILE_PY = """
 """
 
 
-def test_python_single_file_hooks_run_with_eve_names_and_reload_live(
-    state_dir: Path, start_daemon: StartDaemon, run_cli: RunCli
+@anyio_test
+async def test_python_single_file_hooks_run_with_eve_names_and_reload_live(
+    state_dir: Path, start_gateway: StartGateway, run_cli: RunCli
 ) -> None:
     hooks = state_dir / "hooks"
     write(hooks, "audit.py", AUDIT_PY.replace("VERSION", "audit v1"))
@@ -125,8 +134,8 @@ def test_python_single_file_hooks_run_with_eve_names_and_reload_live(
     write(hooks, "test_audit.py", "from gatewayd.hooks import define_hook\n")
     write(hooks, "node_modules/dep/index.js", "export const defineHook = (d) => d;\n")
     write(hooks, "widget.tsx", "export default defineHook({ events: {} });\n")
-    daemon = start_daemon(watch=True)
-    listed = hooks_by_name(daemon)
+    daemon = await start_gateway(watch=True)
+    listed = await hooks_by_name(daemon)
     assert listed["audit"]["status"] == "ready"
     assert listed["audit"]["events"] == ["session.started", "*", "message.completed", "turn.failed"]
     assert listed["audit"]["description"] == "audits every event"
@@ -138,11 +147,11 @@ def test_python_single_file_hooks_run_with_eve_names_and_reload_live(
 
     # A new session: message:received (the plugin name), then session:start (Eve's name); the
     # ctx is Eve's: the agent of the session key, the channel, the session.
-    assert reply(daemon, "hi", "agent:ops:c1") == [
+    assert await reply(daemon, "hi", "agent:ops:c1") == [
         "profile auth/load-profile tg hi",
         "audit v1 ops None agent:ops:c1",
     ]
-    assert reply(daemon, "/whoami", "agent:ops:c1") == [
+    assert await reply(daemon, "/whoami", "agent:ops:c1") == [
         "profile auth/load-profile tg /whoami",
         "whoami from a plugin-free key",
     ]
@@ -160,7 +169,7 @@ def test_python_single_file_hooks_run_with_eve_names_and_reload_live(
     assert "audit v1 ops None agent:ops:c1" in sent
 
     # hooks check says why the other files are not hooks.
-    check = ok(run_cli("hooks", "check"))
+    check = ok(await off_loop(run_cli, "hooks", "check"))
     assert f"not a hook  {hooks / 'lib' / 'fmt.py'}: a helper" in check.stdout
     assert f"not a hook  {hooks / 'test_audit.py'}: a test" in check.stdout
     assert f"not a hook  {hooks / 'node_modules'}/: node_modules is never searched" in check.stdout
@@ -168,30 +177,37 @@ def test_python_single_file_hooks_run_with_eve_names_and_reload_live(
 
     # A save is live; a broken file fails alone, naming the file and line; fixing it recovers.
     write(hooks, "audit.py", AUDIT_PY.replace("VERSION", "audit v2"))
-    wait_until(
+    await until(
         lambda: starts_with(daemon, "audit v2 ops None {session}", "agent:ops:e"),
-        60,
         "the edited single-file hook",
     )
     write(hooks, "audit.py", "from gatewayd.hooks import define_hook\nhook = define_hook(\n")
-    wait_until(lambda: hooks_by_name(daemon)["audit"]["status"] == "failed", 60, "audit failed")
-    reason = hooks_by_name(daemon)["audit"]["reasons"][0]
+
+    async def failed() -> bool:
+        return bool((await hooks_by_name(daemon))["audit"]["status"] == "failed")
+
+    await until(failed, "audit failed")
+    reason = (await hooks_by_name(daemon))["audit"]["reasons"][0]
     assert "audit.py:2: SyntaxError" in reason
-    assert reply(daemon, "hey", "agent:ops:c3") == ["profile auth/load-profile tg hey"]
+    assert await reply(daemon, "hey", "agent:ops:c3") == ["profile auth/load-profile tg hey"]
     write(hooks, "audit.py", "from gatewayd.hooks import define_hook\nh = define_hook(events={})\n")
-    wait_until(
-        lambda: "name it `hook`" in hooks_by_name(daemon)["audit"]["reasons"][0],
-        60,
-        "the wrong export named",
-    )
-    assert "define_hook(...) is assigned to 'h'" in hooks_by_name(daemon)["audit"]["reasons"][0]
+
+    async def named() -> bool:
+        return "name it `hook`" in (await hooks_by_name(daemon))["audit"]["reasons"][0]
+
+    await until(named, "the wrong export named")
+    reasons = (await hooks_by_name(daemon))["audit"]["reasons"]
+    assert "define_hook(...) is assigned to 'h'" in reasons[0]
     # A file that no longer calls define_hook is a helper, no longer a hook.
     write(hooks, "audit.py", "hook = {'events': {}}\n")
-    wait_until(lambda: "audit" not in hooks_by_name(daemon), 60, "audit is a helper now")
+
+    async def helper() -> bool:
+        return "audit" not in await hooks_by_name(daemon)
+
+    await until(helper, "audit is a helper now")
     write(hooks, "audit.py", AUDIT_PY.replace("VERSION", "audit v3"))
-    wait_until(
+    await until(
         lambda: starts_with(daemon, "audit v3 ops None {session}", "agent:ops:f"),
-        60,
         "the fixed single-file hook",
     )
 
@@ -243,8 +259,9 @@ NESTED_MJS = """
 
 
 @needs_wheel
-def test_ts_and_js_single_file_hooks_get_eve_ctx_and_a_broken_one_fails_alone(
-    state_dir: Path, start_daemon: StartDaemon
+@anyio_test
+async def test_ts_and_js_single_file_hooks_get_eve_ctx_and_a_broken_one_fails_alone(
+    state_dir: Path, start_gateway: StartGateway
 ) -> None:
     hooks = state_dir / "hooks"
     write(hooks, "audit.ts", AUDIT_TS)
@@ -263,8 +280,8 @@ def test_ts_and_js_single_file_hooks_get_eve_ctx_and_a_broken_one_fails_alone(
         'import { defineHook } from "gatewayd/hooks";\n'
         "export const named = defineHook({ events: {} });\n",
     )
-    daemon = start_daemon(watch=True)
-    listed = hooks_by_name(daemon)
+    daemon = await start_gateway(watch=True)
+    listed = await hooks_by_name(daemon)
     assert listed["audit"]["status"] == "ready" and listed["audit"]["description"] == "ts audit"
     assert listed["audit"]["events"] == ["session.started"]
     assert listed["eve"]["events"] == ["message.received", "*", "turn.completed"]
@@ -276,20 +293,19 @@ def test_ts_and_js_single_file_hooks_get_eve_ctx_and_a_broken_one_fails_alone(
     assert listed["plain"]["status"] == "failed"
     assert "not a defineHook({ events }) definition" in listed["plain"]["reasons"][0]
 
-    assert reply(daemon, "hi", "agent:ops:j1") == [
+    assert await reply(daemon, "hi", "agent:ops:j1") == [
         "eve ops tg hi",
         "ts v1 ops undefined agent:ops:j1",
     ]
-    assert reply(daemon, "/whoami", "agent:ops:j1") == ["eve ops tg /whoami", "mjs whoami"]
+    assert await reply(daemon, "/whoami", "agent:ops:j1") == ["eve ops tg /whoami", "mjs whoami"]
     every, _ = split_startup(read_jsonl(state_dir / "js-every.jsonl"))
     assert [r["key"] for r in every][:3] == ["message:received", "session:start", "agent:bootstrap"]
     assert {r["session"] for r in every} == {"agent:ops:j1"}
 
     # A save of a helper the hook imports is live too.
     write(hooks, "lib/tag.ts", 'export const tag: string = "ts v2";\n')
-    wait_until(
+    await until(
         lambda: starts_with(daemon, "ts v2 ops undefined {session}", "agent:ops:j"),
-        60,
         "the edited helper",
     )
 
@@ -298,13 +314,14 @@ def test_ts_and_js_single_file_hooks_get_eve_ctx_and_a_broken_one_fails_alone(
     not ((20, 6, 0) <= (node_version(SYSTEM_NODE) or (0, 0, 0)) < (22, 15, 0)),
     reason="needs a node on PATH with module.register but not module.registerHooks",
 )
-def test_js_single_file_hook_imports_define_hook_on_an_older_node(
-    state_dir: Path, start_daemon: StartDaemon
+@anyio_test
+async def test_js_single_file_hook_imports_define_hook_on_an_older_node(
+    state_dir: Path, start_gateway: StartGateway
 ) -> None:
     write(state_dir / "hooks", "eve.js", EVE_JS)
-    daemon = start_daemon({"hooks": {"node": {"path": SYSTEM_NODE, "wheel": False}}})
-    assert hooks_by_name(daemon)["eve"]["status"] == "ready"
-    assert reply(daemon, "yo", "agent:main:n1", channel="sms") == ["eve main sms yo"]
+    daemon = await start_gateway({"hooks": {"node": {"path": SYSTEM_NODE, "wheel": False}}})
+    assert (await hooks_by_name(daemon))["eve"]["status"] == "ready"
+    assert await reply(daemon, "yo", "agent:main:n1", channel="sms") == ["eve main sms yo"]
 
 
 def test_eve_names_map_where_an_equivalent_exists() -> None:
@@ -345,8 +362,9 @@ def test_which_files_are_hooks(tmp_path: Path) -> None:
     assert notes == [f"{declaration}: a test, package or declaration file, never a hook"]
 
 
-def test_single_file_hooks_follow_the_config_and_need_node_like_directory_hooks(
-    state_dir: Path, start_daemon: StartDaemon
+@anyio_test
+async def test_single_file_hooks_follow_the_config_and_need_node_like_directory_hooks(
+    state_dir: Path, start_gateway: StartGateway
 ) -> None:
     hooks = state_dir / "hooks"
     write(hooks, "auth/load-profile.py", PROFILE_PY)
@@ -368,9 +386,9 @@ def test_single_file_hooks_follow_the_config_and_need_node_like_directory_hooks(
             "entries": {"auth/load-profile": {"enabled": False}, "greet": {"word": "hi", "n": 3}}
         }
     }
-    daemon = start_daemon(config, env=env_without_node())
-    listed = hooks_by_name(daemon)
+    daemon = await start_gateway(config, env=env_without_node())
+    listed = await hooks_by_name(daemon)
     assert listed["auth/load-profile"]["status"] == "disabled"
     assert listed["eve"]["status"] == "ineligible"
     assert listed["eve"]["reasons"][0].startswith("node not found (needed for eve.js)")
-    assert reply(daemon, "/greet", "agent:main:g1") == ["greet hi 3"]
+    assert await reply(daemon, "/greet", "agent:main:g1") == ["greet hi 3"]

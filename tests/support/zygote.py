@@ -4,7 +4,7 @@ time: a fork server (a *zygote*) for the suite's daemons and CLI runs.
 Why: an exec'd ``gatewayd run`` or config-loading CLI run spends 0.2-0.3 s of CPU importing its
 dependencies (pydantic, structlog, anyio, PyYAML) before it does anything, and the suite starts
 about 500 of them on two cores. Forked from here, a run costs ~0.08 s of CPU on average; the
-whole suite 327 -> 143 s of CPU (bench/NOTES.md, "The test suite's wall time, session 7").
+whole suite 327 -> 143 s of CPU.
 
 The zygote imports them once; each run is a child forked from it that then runs
 ``gatewayd/__main__.py`` as ``python -m gatewayd`` does (:mod:`runpy`, the same ``sys.argv``,
