@@ -1,6 +1,6 @@
 """The consuming side of the Redis queue: reading owned partitions and replies, takeover, leases.
 
-Functions of a :class:`~gatewayd.journal.redis_queue.RedisJournal` (which owns the connection,
+Functions of a :class:`~gatewayd.journal.redis_queue.RedisState` (which owns the connection,
 and whose outbox does the writing), run as its background tasks:
 
 * :func:`reader`: one blocking ``XREADGROUP`` over the owned, resynced partitions (as many
@@ -25,7 +25,7 @@ import contextlib
 import time
 from collections.abc import Sequence
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 from redis import exceptions as rex
@@ -37,11 +37,9 @@ from gatewayd.journal import redis_link
 from gatewayd.journal.base import Item, JournalError
 from gatewayd.journal.redis_link import UNREACHABLE
 from gatewayd.journal.redis_outbox import BACKOFF
+from gatewayd.journal.redis_state import RedisState
 from gatewayd.jsonenc import loads
 from gatewayd.tickets import Ticket
-
-if TYPE_CHECKING:
-    from gatewayd.journal.redis_queue import RedisJournal
 
 log = structlog.get_logger("gatewayd.queue")
 
@@ -67,7 +65,7 @@ class RemoteTicket(Ticket):
 
     __slots__ = ("_journal", "_origin")
 
-    def __init__(self, event: HookEvent, journal: RedisJournal, origin: str) -> None:
+    def __init__(self, event: HookEvent, journal: RedisState, origin: str) -> None:
         super().__init__(event)
         self._journal = journal
         self._origin = origin
@@ -89,7 +87,7 @@ def _field(fields: Any, name: bytes) -> Any:
     return fields.get(name) if isinstance(fields, dict) else None
 
 
-def take(j: RedisJournal, partition: int, entries: Sequence[tuple[bytes, Any]]) -> None:
+def take(j: RedisState, partition: int, entries: Sequence[tuple[bytes, Any]]) -> None:
     """Hand entries read from ``partition`` to the lanes (the poster's own objects when
     they were posted here)."""
     if not j._delivering:  # draining for shutdown: left pending, the next owner claims them
@@ -134,14 +132,14 @@ def _streams(reply: Any) -> Any:
     return reply or ()
 
 
-def _xreadgroup(j: RedisJournal, count: int, block: int | None, streams: dict[str, str]) -> Any:
+def _xreadgroup(j: RedisState, count: int, block: int | None, streams: dict[str, str]) -> Any:
     command: list[Any] = ["XREADGROUP", "GROUP", codec.GROUP, j.instance, "COUNT", count]
     if block is not None:
         command += ["BLOCK", block]
     return (*command, "STREAMS", *streams, *streams.values())
 
 
-async def reader(j: RedisJournal) -> None:
+async def reader(j: RedisState) -> None:
     """Read the owned partitions and the replies to this instance, one blocking read at a time."""
     assert j.leases is not None and j._reads is not None
     link, replies = j._reads, j.keys.reply(j.instance)
@@ -216,7 +214,7 @@ def groups_gone(exc: rex.ResponseError) -> bool:
     return "NOGROUP" in str(exc) or "UNBLOCKED" in str(exc)
 
 
-async def resync(j: RedisJournal, partition: int) -> None:
+async def resync(j: RedisState, partition: int) -> None:
     """Claim ``partition``'s whole pending list and dispatch it in order (takeover)."""
     stream = j.keys.stream(partition)
     cursor: Any = "0-0"
@@ -238,7 +236,7 @@ async def resync(j: RedisJournal, partition: int) -> None:
     take(j, partition, fresh)
 
 
-async def reread_replies(j: RedisJournal) -> None:
+async def reread_replies(j: RedisState) -> None:
     """Read this instance's pending replies again (delivered to it, not yet acknowledged):
     those a read that broke with the connection never brought."""
     assert j._reads is not None
@@ -256,7 +254,7 @@ async def reread_replies(j: RedisJournal) -> None:
     j._reread_replies = False
 
 
-def on_replies(j: RedisJournal, entries: Sequence[tuple[bytes, Any]]) -> None:
+def on_replies(j: RedisState, entries: Sequence[tuple[bytes, Any]]) -> None:
     """Finish the tickets that reply entries answer (events posted here and dispatched by
     another instance) and acknowledge the entries."""
     for entry_id, fields in entries:
@@ -264,7 +262,7 @@ def on_replies(j: RedisJournal, entries: Sequence[tuple[bytes, Any]]) -> None:
         _finish_remote(j, entry_id, _field(fields, b"r"))
 
 
-def _finish_remote(j: RedisJournal, entry_id: bytes, raw: Any) -> None:
+def _finish_remote(j: RedisState, entry_id: bytes, raw: Any) -> None:
     """Finish the tickets a reply entry answers: one reply (a JSON object) or several (an
     array). One no instance wrote (by hand) is logged and skipped: it used to end the reply
     reader, and no remote reply was read again."""
@@ -301,7 +299,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-async def forget_consumers(j: RedisJournal, stream: str) -> None:
+async def forget_consumers(j: RedisState, stream: str) -> None:
     """Delete the consumers of earlier instances that hold nothing (each start is a new
     consumer name): they would pile up in ``XINFO CONSUMERS``."""
     idle_ms = 3 * j.settings.lease_ms
@@ -317,7 +315,7 @@ async def forget_consumers(j: RedisJournal, stream: str) -> None:
         await pipe.execute()
 
 
-async def lease_round(j: RedisJournal) -> None:
+async def lease_round(j: RedisState) -> None:
     """One lease round: renew, take over, drain and give back, refresh the snapshot."""
     leases = j.leases
     assert leases is not None
@@ -355,7 +353,7 @@ async def lease_round(j: RedisJournal) -> None:
     await refresh(j)
 
 
-async def maintain(j: RedisJournal) -> None:
+async def maintain(j: RedisState) -> None:
     assert j.leases is not None
     interval = j.settings.lease_ms / 3000
     delay = BACKOFF[0]
@@ -388,7 +386,7 @@ async def maintain(j: RedisJournal) -> None:
             log.exception("queue.lease_round_failed", error=f"{type(exc).__name__}: {exc}")
 
 
-async def refresh(j: RedisJournal) -> None:
+async def refresh(j: RedisState) -> None:
     """Lag and pending of the owned partitions for ``status``; trim what all acked."""
     assert j.leases is not None
     owned = sorted(j.leases.owned)

@@ -9,14 +9,12 @@ others' are in their own ``status`` (per partition: lag and pending).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from gatewayd.journal.redis_state import RedisState
 from gatewayd.journal.requests import parse_request
 from gatewayd.jsonenc import loads
 from gatewayd.timestamps import iso_utc
-
-if TYPE_CHECKING:
-    from gatewayd.journal.redis_queue import RedisJournal
 
 
 def _record(event_id: str, raw: bytes, full: bool) -> dict[str, Any]:
@@ -49,7 +47,7 @@ def _unreadable(event_id: str, exc: Exception) -> ValueError:
     )
 
 
-def _pending(journal: RedisJournal, session: str | None) -> list[dict[str, Any]]:
+def _pending(journal: RedisState, session: str | None) -> list[dict[str, Any]]:
     out = []
     for partition, entry_id, raw in journal._inflight.values():
         entry = json.loads(raw)
@@ -71,7 +69,7 @@ def _pending(journal: RedisJournal, session: str | None) -> list[dict[str, Any]]
     return out
 
 
-async def query_dead(journal: RedisJournal, request: dict[str, Any]) -> dict[str, Any]:
+async def query_dead(journal: RedisState, request: dict[str, Any]) -> dict[str, Any]:
     """Serve the ``events`` op (see :mod:`gatewayd.journal.requests`)."""
     action, args = parse_request(request)
     client, key = journal._client, journal.keys.dead

@@ -24,17 +24,26 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 from redis import exceptions as rex
 
 from gatewayd.journal import redis_codec as codec
-from gatewayd.journal.base import Commit, Item, JournalError, JournalFull, QueueUnavailable
+from gatewayd.journal.base import (
+    Commit,
+    HandOff,
+    Item,
+    JournalError,
+    JournalFull,
+    QueueUnavailable,
+    Reject,
+)
 from gatewayd.journal.redis_link import UNREACHABLE, Command, Link
 
 if TYPE_CHECKING:
-    from gatewayd.journal.redis_queue import RedisJournal
+    from gatewayd.config import RedisQueueConfig
 
 log = structlog.get_logger("gatewayd.queue")
 
@@ -53,10 +62,35 @@ DeadOut = tuple[str, bytes, str, str]
 """``(stream, entry id, event id, dead-letter record)``."""
 
 
+class Owner(Protocol):
+    """What the outbox needs of the queue it writes for (:class:`~gatewayd.journal.redis_state.
+    RedisState`)."""
+
+    instance: str
+    partitions: int
+    streams: list[str]
+    keys: codec.Keys
+    settings: RedisQueueConfig
+    url: str
+    connected: bool
+    posted: int
+    refused: int
+    _local: dict[str, Item]
+    _base: Callable[[], dict[str, Any]]
+    _hand_off: HandOff
+    _reject: Reject
+
+    def _up(self) -> None: ...
+
+    def _down(self, exc: BaseException) -> None: ...
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
+
+
 class Outbox:
     """What the instance has to write; see the module docstring. Use on the event loop only."""
 
-    def __init__(self, journal: RedisJournal) -> None:
+    def __init__(self, journal: Owner) -> None:
         self.j = journal
         self.link: Link | None = None
         """Its connection (made by the journal's ``open``)."""

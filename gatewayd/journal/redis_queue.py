@@ -5,7 +5,8 @@ session's events go to one partition stream (:mod:`.redis_codec`); a partition i
 instance holding its lease (:mod:`.redis_leases`), through the consumer group ``gatewayd``, so a
 session's events are dispatched by one instance at a time, in stream order.
 
-Posting, replies and acknowledgements go through the instance's outbox (:mod:`.redis_outbox`):
+The journal is built on the state its parts share (:mod:`.redis_state`). Posting, replies and
+acknowledgements go through the instance's outbox (:mod:`.redis_outbox`):
 one batch in flight at a time, each batch one write. An event posted with a ticket (its poster
 waits for the reply) is kept here by id: when this instance reads it back it dispatches the
 poster's own object and the reply never leaves the process; when another instance does, that one
@@ -28,13 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
-import secrets
-import socket
 import time
-from collections import defaultdict
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
@@ -44,7 +40,6 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from gatewayd.hooks.events import HookEvent
-from gatewayd.hooks.outcomes import DispatchReport
 from gatewayd.journal import redis_codec as codec
 from gatewayd.journal import redis_consumer as consumer
 from gatewayd.journal import redis_link
@@ -52,91 +47,28 @@ from gatewayd.journal.base import (
     Commit,
     DeadLetter,
     Item,
-    Journal,
     JournalError,
     QueueUnavailable,
 )
 from gatewayd.journal.redis_inspect import query_dead
 from gatewayd.journal.redis_leases import Leases
 from gatewayd.journal.redis_link import UNREACHABLE, Link
-from gatewayd.journal.redis_outbox import Outbox
-from gatewayd.jsonenc import loads
+from gatewayd.journal.redis_state import RedisState
 
 if TYPE_CHECKING:
-    from gatewayd.config import RedisQueueConfig
+    pass
 
 __all__ = ["RedisJournal"]
 
 log = structlog.get_logger("gatewayd.queue")
 
 
-def _redis_url(url: str) -> tuple[str, str | None]:
-    """The URL with ``GATEWAYD_REDIS_PASSWORD`` applied (as the client's password), and the
-    URL as shown in logs and status (password hidden)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    shown = url
-    if parts.password:
-        host = parts.netloc.rpartition("@")[2]
-        shown = urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
-    return shown, os.environ.get("GATEWAYD_REDIS_PASSWORD") or None
-
-
-class RedisJournal(Journal):
+class RedisJournal(RedisState):
     """See the module docstring."""
 
     backend = "redis"
     durable = True
     keeps_unheard = True  # the session's owner may be another instance, with other hooks
-
-    def __init__(
-        self, settings: RedisQueueConfig, *, base: Callable[[], dict[str, Any]], capacity: int
-    ) -> None:
-        self.settings = settings
-        self.url, self._password = _redis_url(settings.url)
-        self.keys = codec.Keys(settings.namespace)
-        self.partitions = settings.partitions
-        self.capacity = capacity
-        self.instance = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
-        self._base = base
-        self._client: Any = None
-        self.leases: Leases | None = None
-        self._n = 0
-        self._seq = 0
-        self.outbox = Outbox(self)
-        self._reads: Link | None = None
-        """The reader's connection (the outbox has its own)."""
-        self._local: dict[str, Item] = {}
-        """Events posted here with a ticket, by id, until dispatched (here or elsewhere)."""
-        self.streams = [self.keys.stream(p) for p in range(self.partitions)]
-        """The partition streams' keys, by partition."""
-        self._inflight: dict[int, tuple[int, bytes, bytes]] = {}
-        """seq -> (partition, entry id, raw entry) of every item handed to the lanes, not done."""
-        self._held: defaultdict[int, set[bytes]] = defaultdict(set)
-        self._replies_read: list[bytes] = []
-        """Reply entries read since the last lease round, which acknowledges them and trims
-        them from the stream (one ``XACK`` a round, not one per batch of replies)."""
-        self._reread_replies = False
-        """Redis was lost: reply entries delivered meanwhile are read again from the pending
-        list before new ones."""
-        self._ready: set[int] = set()
-        """Owned partitions resynced and being read."""
-        self._draining: set[int] = set()
-        self._reading: frozenset[int] = frozenset()
-        """The partitions of the ``XREADGROUP`` under way (kept until it returned)."""
-        self._stranded: set[int] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._delivering = True
-        self.connected = False
-        self.lost_since: float | None = None
-        self.reconnects = 0
-        self.refused = 0
-        self.posted = 0
-        self.read = 0
-        self.claimed = 0
-        self._snapshot: dict[int, dict[str, Any]] = {}
-        self._dead_letters = 0
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -228,66 +160,6 @@ class RedisJournal(Journal):
                 f"to {stored} (or use another gateway.queue.redis.namespace)"
             )
 
-    async def _ensure_groups(self) -> None:
-        """The consumer group of every partition stream and of this instance's reply stream."""
-        pipe = self._client.pipeline(transaction=False)
-        for partition in range(self.partitions):
-            pipe.xgroup_create(self.keys.stream(partition), codec.GROUP, id="0", mkstream=True)
-        pipe.xgroup_create(self.keys.reply(self.instance), codec.GROUP, id="0", mkstream=True)
-        for result in await pipe.execute(raise_on_error=False):
-            if isinstance(result, Exception) and "BUSYGROUP" not in str(result):
-                raise result
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        name = getattr(coro, "__qualname__", None)  # what queue.task_failed names
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._ended)
-
-    def _ended(self, task: asyncio.Task[None]) -> None:
-        """A task of the queue ended. Its readers and lease rounds handle what Redis can do to
-        them; one that died anyway of an error is a bug that leaves partitions unread (or
-        acks unsent): said loudly here, not only as asyncio's "Task exception was never
-        retrieved" at exit."""
-        self._tasks.discard(task)
-        if task.cancelled() or (exc := task.exception()) is None:
-            return
-        log.error(
-            "queue.task_failed",
-            task=task.get_name(),
-            error=f"{type(exc).__name__}: {exc}",
-            exc_info=exc,
-            fix="restart gatewayd to read the queue again, and report this as a bug",
-        )
-
-    def _up(self) -> None:
-        if self.connected:
-            return
-        if self.lost_since is not None:
-            self.reconnects += 1
-            log.info(
-                "queue.redis_back",
-                url=self.url,
-                down_s=round(time.monotonic() - self.lost_since, 3),
-            )
-        self.connected = True
-        self.lost_since = None
-        self.outbox.wake()
-
-    def _down(self, exc: BaseException) -> None:
-        if self.connected or self.lost_since is None:
-            log.error(
-                "queue.redis_lost",
-                url=self.url,
-                error=f"{type(exc).__name__}: {exc}",
-                note="producers wait, dispatch of owned partitions stops; reconnecting",
-                fix="bring Redis back (nothing accepted is lost)",
-            )
-            self.lost_since = time.monotonic()
-        self.connected = False
-        self._ready.clear()  # back: every owned partition is resynced before it is read
-        self._reread_replies = True
-
     # -- posting ------------------------------------------------------------------------------
 
     def next_id(self) -> str:
@@ -327,10 +199,6 @@ class RedisJournal(Journal):
         self.outbox.dead_letter((self.streams[partition], entry_id, event.id, record))
         self._dead_letters += 1
 
-    def _reply(self, origin: str, event: HookEvent, report: DispatchReport) -> None:
-        raw = codec.encode_reply(event, (report[0], report[1], report[2]), self._base())
-        self.outbox.reply(origin, raw)
-
     # -- the rest of the interface ------------------------------------------------------------
 
     def stop_delivery(self) -> None:
@@ -345,14 +213,6 @@ class RedisJournal(Journal):
                 f"Redis at {self.url} did not answer within {redis_link.TIMEOUT_S:g} s; try "
                 "again once it answers"
             ) from None
-
-    def retry_raw(self, raw: str, only: tuple[str, ...]) -> tuple[int, str]:
-        """A dead letter's entry for ``XADD`` again, limited to the hooks that failed."""
-        record = loads(raw)
-        record["only"] = list(only)
-        record["posted"] = time.time()
-        record.pop("reply", None)
-        return codec.partition_of(record["session"], self.partitions), json.dumps(record)
 
     def stats(self) -> dict[str, Any]:
         leases = self.leases
