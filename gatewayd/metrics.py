@@ -155,7 +155,9 @@ class GatewayCollector(Collector):
         yield durations
 
 
-JOURNAL_COUNTERS = frozenset({"commits", "refused", "posted", "read", "claimed", "reconnects"})
+JOURNAL_COUNTERS = frozenset(
+    {"commits", "refused", "posted", "read", "claimed", "reconnects", "restores"}
+)
 """The journal's figures that only grow (the others go up and down)."""
 
 

@@ -23,6 +23,11 @@ is written again with backoff for up to ``gateway.queue.fullWaitMs`` while its p
 (and, the queue being bounded, new posters behind them), then they get :class:`JournalFull`.
 Any other failed write refuses the batch's events (``journal_error``); rows of it in the file
 all the same (a writer that went away after its commit) are deleted with the next marks.
+
+A write answered :data:`~.writes.LOST` (the file was deleted, replaced or overwritten under the
+daemon) is refused the same way, and no batch is written until the journal has restored the
+file (``lost``, then :meth:`GroupCommit.restored`): the posters meanwhile wait, as on a full
+disk, and are refused if it cannot be restored (:meth:`GroupCommit.broken`).
 """
 
 from __future__ import annotations
@@ -103,8 +108,15 @@ class GroupCommit:
         retain_done: int,
         full_wait_s: float,
         checkpoint: Callable[[Callable[[], None]], None],
+        lost: Callable[[str], None] = lambda why: None,
     ) -> None:
         self.path = path
+        self._lost = lost
+        """Told (once per loss) that the file is not the journal any more: it restores it."""
+        self._restoring = False
+        self.broken: str | None = None
+        """Why the journal cannot record events (a file lost and not restored): every batch
+        is refused with it."""
         self.retain_done = retain_done
         self.full_wait_s = full_wait_s
         self._base = base
@@ -229,6 +241,12 @@ class GroupCommit:
                 self._dead[:0] = dead  # written with the next write
                 self._written(batch, commit, JournalError(f"the event cannot be recorded: {exc}"))
                 return
+        if self.broken is not None and batch:
+            self._dead[:0] = dead
+            self._written(
+                batch, commit, JournalError(f"the journal cannot record events: {self.broken}")
+            )
+            return
         done: list[int] = []
         if self._done or self._carry:
             now = time.monotonic()
@@ -282,6 +300,14 @@ class GroupCommit:
                 f"the disk holding the journal {self.path.parent} is full: event not "
                 "accepted; free space there and post again"
             )
+        elif code == writes.LOST:
+            error = JournalError(
+                f"the journal could not record it: {message}; the journal is being restored "
+                "from the daemon's open copy: post again"
+            )
+            if not self._restoring:
+                self._restoring = True
+                self._lost(message)
         elif code != writes.OK:
             log.error("journal.write_failed", error=message, events=len(write.batch))
             error = JournalError(f"the journal {self.path} could not record it: {message}")
@@ -381,8 +407,18 @@ class GroupCommit:
 
     def _blocked(self) -> bool:
         """No batch may be written now: one is being written (or waits to be written again,
-        a full disk), or one waits for its delivery (:meth:`_deliver_after`)."""
-        return self._writing is not None or self._handing is not None
+        a full disk), one waits for its delivery (:meth:`_deliver_after`), or the file is
+        being restored."""
+        return self._writing is not None or self._handing is not None or self._restoring
+
+    def restored(self, problem: str | None = None) -> None:
+        """The journal's file is whole again (``problem`` None) or cannot be (then every batch
+        is refused with it): write on."""
+        self._restoring = False
+        self.broken = problem
+        self._busy = self._blocked()
+        if not self._busy:
+            self._go_on()
 
     def _go_on(self) -> None:
         if self._batch:

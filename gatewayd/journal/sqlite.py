@@ -11,6 +11,12 @@ Three parts, each in its own module, one way each:
 * the journal's thread (:mod:`.thread`) opens and recovers the file (setting a damaged one
   aside), serves ``gatewayd events`` queries, checkpoints and closes.
 
+The file deleted, replaced or overwritten under the running daemon: the writer answers the next
+write :data:`~.writes.LOST` instead of OK (its events are refused, never acknowledged), the
+journal says so (``journal.file_lost``, an error), and the thread puts a whole copy back from
+its open connection (``journal.restored``; what was at the path set aside): every event
+acknowledged before is in it, and the next events are written there.
+
 Ids are ``<epoch>-<seq>``: the file's random epoch and the event's row number, so they never
 repeat, even after a file is set aside. An event redelivered after a restart has its dispatch
 counted in the file as it begins (:meth:`SqliteJournal.started`), so that one that keeps taking
@@ -44,7 +50,7 @@ from gatewayd.journal.group import GroupCommit
 from gatewayd.journal.records import BASE_KEYS
 from gatewayd.journal.requests import parse_request
 from gatewayd.journal.store import journal_path
-from gatewayd.journal.thread import JournalThread
+from gatewayd.journal.thread import JournalThread, Restored
 from gatewayd.journal.writer import Writer
 from gatewayd.journal.writes import NO_ROWS
 
@@ -84,6 +90,7 @@ class SqliteJournal(Journal):
             retain_done=retain_done,
             full_wait_s=full_wait_s,
             checkpoint=self._thread.checkpoint,
+            lost=self._file_lost,
         )
         self._writer: Writer | None = None
         """Commits the writes (:mod:`.writer`), from :meth:`open` to :meth:`close`."""
@@ -94,6 +101,9 @@ class SqliteJournal(Journal):
         :meth:`started`)."""
         self._dead_letters = 0
         self._open = False
+        self.lost: str | None = None
+        """Why the file was last found not to be the journal (until it is restored)."""
+        self.restores = 0
 
     def bind(
         self, deliver: Deliver, reject: Reject, restore: Restore, hand_off: HandOff = _nothing
@@ -156,6 +166,51 @@ class SqliteJournal(Journal):
             self.redelivered.add(seq)
             items.append((event, None, perf_counter(), seq, hooks))
         return items
+
+    # -- the file lost under the daemon -------------------------------------------------------
+
+    def _file_lost(self, problem: str) -> None:
+        """The writer found the file not to be the journal any more (see the module docstring):
+        stop it, and restore the file from the thread's connection."""
+        self.lost = problem
+        log.error(
+            "journal.file_lost",
+            path=str(self.path),
+            problem=problem,
+            pending=len(self._group.pending),
+            note="events are refused (journal_error) until the journal is restored from the "
+            "daemon's open copy; every event acknowledged before is in that copy",
+            fix="leave <state>/journal to gatewayd while it runs",
+        )
+        # After the writer's answers being handed out now (this runs inside that loop).
+        asyncio.get_running_loop().call_soon(self._begin_restore)
+
+    def _begin_restore(self) -> None:
+        if self._writer is not None:
+            self._writer.stop()  # its connection is on the lost file; the next write starts one
+        self._thread.restore(self._restored)
+
+    def _restored(self, outcome: Restored) -> None:
+        if outcome.error is not None:
+            log.error(
+                "journal.restore_failed",
+                path=str(self.path),
+                error=outcome.error,
+                note="events are refused until gatewayd restarts",
+                fix="see the error; restart gatewayd (what the queue holds is dispatched "
+                "before, the rest is lost)",
+            )
+            self._group.restored(f"{self.lost}, and it could not be restored: {outcome.error}")
+            return
+        self.restores += 1
+        self.lost = None
+        log.warning(
+            "journal.restored",
+            path=str(self.path),
+            pending=outcome.pending,
+            set_aside=str(outcome.aside) if outcome.aside is not None else None,
+        )
+        self._group.restored()
 
     # -- appending (event loop) ---------------------------------------------------------------
 
@@ -236,6 +291,8 @@ class SqliteJournal(Journal):
             "refused": group.refused,
             "full": group.full,
             "retain_done": self.retain_done,
+            "lost": self.lost,
+            "restores": self.restores,
         }
 
     # -- closing ------------------------------------------------------------------------------

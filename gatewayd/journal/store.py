@@ -94,7 +94,15 @@ def error_code(exc: sqlite3.Error) -> int:
 def is_damage(exc: sqlite3.Error) -> bool:
     """``exc`` says the file is corrupt or no database at all (not: locked, unreadable)."""
     text = str(exc)
-    return error_code(exc) in DAMAGED or "malformed" in text or "not a database" in text
+    return (
+        error_code(exc) in DAMAGED
+        or "malformed" in text
+        or "not a database" in text
+        # A header whose schema format number SQLite does not know (bytes 44-47 overwritten).
+        or "unsupported file format" in text
+        # A name in its schema that is no UTF-8 (a flipped bit in sqlite_master).
+        or "Could not decode to UTF-8" in text
+    )
 
 
 def is_full(exc: BaseException) -> bool:
@@ -361,11 +369,30 @@ def high_water(conn: sqlite3.Connection) -> int:
 
 
 def pending_rows(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
-    """``(seq, session, type, action, ts, context, only)`` of every pending event, in order."""
-    return conn.execute(
-        "SELECT seq, session, type, action, ts, context, only FROM events "
-        "WHERE state = 0 ORDER BY seq"
-    ).fetchall()
+    """``(seq, session, type, action, ts, context, only)`` of every pending event, in order.
+    A text value that is no UTF-8 (a flipped bit) comes back as :class:`NotUtf8`, for
+    :func:`decode_row` to refuse that row alone: read as text, it failed the whole query, and
+    with it every start."""
+    factory = conn.text_factory
+    conn.text_factory = _text
+    try:
+        return conn.execute(
+            "SELECT seq, session, type, action, ts, context, only FROM events "
+            "WHERE state = 0 ORDER BY seq"
+        ).fetchall()
+    finally:
+        conn.text_factory = factory
+
+
+class NotUtf8(bytes):
+    """A text value of the file that does not decode as UTF-8."""
+
+
+def _text(value: bytes) -> str | NotUtf8:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return NotUtf8(value)
 
 
 MAX_RECOVERIES = 2
@@ -393,6 +420,8 @@ def decode_row(row: Sequence[Any]) -> tuple[Any, ...]:
     None. Raises :class:`Unreadable` naming the column for a row the writer never wrote (the
     file edited by hand, a bit flipped inside a value that ``quick_check`` cannot see)."""
     seq, session, etype, action, ts, context, only = row
+    if any(isinstance(value, NotUtf8) for value in row):
+        raise Unreadable("a text value is not UTF-8 (the file changed under it)")
     if not isinstance(session, str | bytes):
         raise Unreadable(f"session is {type(session).__name__}, not text")
     if not isinstance(etype, str) or not isinstance(action, str):

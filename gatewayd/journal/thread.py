@@ -17,6 +17,8 @@ writer goes on, and the writer then copies what was committed meanwhile
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import queue
 import sqlite3
 import threading
@@ -31,7 +33,7 @@ from gatewayd.atomic import fsync_dir
 from gatewayd.journal import store
 from gatewayd.journal.base import JournalError
 
-__all__ = ["JournalThread", "Opened"]
+__all__ = ["JournalThread", "Opened", "Restored"]
 
 log = structlog.get_logger("gatewayd.journal")
 
@@ -46,6 +48,15 @@ class Opened(NamedTuple):
     dead_letters: int
     epoch: str
     high_water: int
+
+
+class Restored(NamedTuple):
+    """What :meth:`JournalThread.restore` did: the file set aside (None: there was none), the
+    pending events in the copy, or why it could not."""
+
+    aside: Path | None
+    pending: int
+    error: str | None
 
 
 class JournalThread:
@@ -116,8 +127,9 @@ class JournalThread:
             recovered = store.recover(conn, store.pending_rows(conn))
             rows = recovered.rows
             _log_recovered(recovered, epoch, self.path)
-        except (store.Damaged, sqlite3.DatabaseError) as exc:
-            if not isinstance(exc, store.Damaged) and not store.is_damage(exc):
+        except (store.Damaged, sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            # UnicodeDecodeError: a value of its own tables that is no UTF-8 (its epoch).
+            if isinstance(exc, sqlite3.DatabaseError) and not store.is_damage(exc):
                 raise
             aside = store.set_aside(self.path)
             log.error(
@@ -138,6 +150,61 @@ class JournalThread:
         self._checkpointer = sqlite3.connect(self.path, isolation_level=None, timeout=10)
         self._conn = conn
         return Opened(rows, store.dead_count(conn), epoch, store.high_water(conn))
+
+    def restore(self, then: Callable[[Restored], None]) -> None:
+        """Put a whole copy of the journal back at its path, from the thread's own open
+        connection (SQLite's backup: every page, the WAL's included), after the file there was
+        deleted, replaced or overwritten under the daemon; ``then(outcome)`` on the loop.
+
+        The open connection still reads the file the daemon wrote (a deleted file's inode, an
+        overwritten header still in its cache): the copy holds every event acknowledged. What
+        is at the path now is set aside (``events.db.damaged-<stamp>``), the copy renamed into
+        its place, and the thread's connections opened on it; the writer process, stopped
+        meanwhile, opens it at its next write."""
+        loop = self._loop
+        assert loop is not None
+
+        def job() -> None:
+            try:
+                outcome = self._restore()
+            except (OSError, sqlite3.Error) as exc:
+                outcome = Restored(None, 0, f"{type(exc).__name__}: {exc}")
+            loop.call_soon_threadsafe(then, outcome)
+
+        self._jobs.put(job)
+
+    def _restore(self) -> Restored:
+        old = self._conn
+        assert old is not None, "restore() on a journal that is not open"
+        copy = self.path.with_name(self.path.name + ".restoring")
+        for name in (copy.name, copy.name + "-wal", copy.name + "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                (copy.parent / name).unlink()
+        target = sqlite3.connect(copy, isolation_level=None)
+        try:
+            old.backup(target)
+            target.execute("PRAGMA journal_mode=WAL")
+            pending = len(store.pending_rows(target))
+        finally:
+            target.close()
+        # The old connections closed before anything else is at the path: SQLite removes a
+        # closing WAL by name.
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+            self._checkpointer = None
+        old.close()
+        self._conn = None
+        aside = store.set_aside(self.path) if os.path.lexists(self.path) else None
+        for suffix in ("-wal", "-shm"):  # left by a file deleted alone
+            with contextlib.suppress(FileNotFoundError):
+                self.path.with_name(self.path.name + suffix).unlink()
+        os.replace(copy, self.path)
+        fsync_dir(self.path.parent)
+        conn, _ = store.connect(self.path, self.sync)
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        self._checkpointer = sqlite3.connect(self.path, isolation_level=None, timeout=10)
+        self._conn = conn
+        return Restored(aside, pending, None)
 
     def checkpoint(self, then: Callable[[], None]) -> None:
         """Checkpoint the WAL into the file (``PASSIVE``: the writer goes on meanwhile, and the

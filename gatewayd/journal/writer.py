@@ -202,6 +202,15 @@ class Writer:
         for answered in waiting:
             answered((FAILED, error, None))
 
+    def stop(self) -> None:
+        """Stop the helper (its unanswered writes are answered as failed); the next write
+        starts a new one."""
+        waiting, self._waiting = self._waiting, deque()
+        self._stop()
+        self._in.clear()
+        for answered in waiting:
+            answered((FAILED, "the journal's writer was stopped (its file was lost)", None))
+
     def _stop(self) -> None:
         if self._answers >= 0:
             self._loop.remove_reader(self._answers)
