@@ -33,7 +33,7 @@ from gatewayd.hooks.importer import HookImporter, UnsafePathError, check_file, p
 from gatewayd.hooks.node import JS_SUFFIXES, NodeHook
 from gatewayd.hooks.schema import GatewayHandle
 from gatewayd.hooks.spec import EntrySpec, LoadSpec
-from gatewayd.hooks.stats import exc_text
+from gatewayd.hooks.stats import exc_text, thread_hook
 from gatewayd.paths import is_inside
 
 
@@ -207,7 +207,9 @@ class HandlerFactory:
             )
             return node.handler
         package = package_name(self.importer.root, name, directory, kind)
-        module = self.import_module(package, handler_file, directory, timeout_s, allow_links)
+        module = self.import_module(
+            package, handler_file, directory, timeout_s, allow_links, hook=name
+        )
         if hermes_events is not None:
             export = export or ENTRY_POINT
         try:
@@ -243,8 +245,10 @@ class HandlerFactory:
         allow_links: bool,
         *,
         single_file: bool = False,
+        hook: str | None = None,
     ) -> types.ModuleType:
-        """Run ``handler_file`` fresh as a module of ``package``; raise :class:`LoadFailure`."""
+        """Run ``handler_file`` fresh as a module of ``package``; raise :class:`LoadFailure`.
+        ``hook``: whose code runs (what its import-time log lines and prints are tagged with)."""
         self.packages.add(package)
         self.sources[package] = str(handler_file) if single_file else directory
         bound_s = timeout_s or self.spec.timeout_ms / 1000  # the hook's own timeout bounds it
@@ -253,6 +257,7 @@ class HandlerFactory:
             raise LoadFailure(
                 f"{overran}; remove what blocks at import time (move it into the handler)"
             )
+        running = thread_hook.set(hook)
         try:
             with self.watch.step(package, f"importing {handler_file}", bound_s):
                 return self.importer.load(
@@ -264,6 +269,8 @@ class HandlerFactory:
             raise LoadFailure(str(exc)) from None
         except BaseException as exc:  # a hook's module code may raise anything, even SystemExit
             raise LoadFailure(f"import failed: {_import_error(exc, directory)}") from None
+        finally:
+            thread_hook.reset(running)
 
 
 __all__ = ["HandlerFactory", "LoadFailure", "inspection_failure"]

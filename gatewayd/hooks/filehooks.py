@@ -168,7 +168,7 @@ def file_hook_handlers(
         return [(node.handler, [])]
     package = package_name(factory.importer.root, name, real, "file")
     module = factory.import_module(
-        package, file, directory, timeout_s, allow_links, single_file=True
+        package, file, directory, timeout_s, allow_links, single_file=True, hook=name
     )
     try:
         definition = definition_of(module, file)
