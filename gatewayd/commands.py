@@ -30,6 +30,7 @@ commands, the current session (and ``previousSessionEntry`` is ``None``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import re
@@ -48,6 +49,7 @@ from gatewayd.hooks.engine import dispatching
 from gatewayd.hooks.events import MAX_ACTION, HookEvent, create_hook_event
 from gatewayd.hooks.outcomes import DispatchReport
 from gatewayd.hooks.results import log_text, reply_lines
+from gatewayd.journal.base import JournalError
 from gatewayd.replies import Reply
 from gatewayd.sessions import SessionEntry, SessionManager, message_line, read_bootstrap_files
 from gatewayd.tickets import wake_first
@@ -262,13 +264,18 @@ class CommandRouter:
                     return Reply([], blocked=reason, traced=blocked)
                 text = str(event.context.get("content", text))
             command = parse_command(text)
-            tickets += await self._post_events(msg, command)
+            before = self.sessions.get(msg.session_key)
+            posted = await self._post_events(msg, command)
+            tickets += posted
             entry = self.sessions.get(msg.session_key)
         messages: list[str] = []
         traced: list[tuple[HookEvent, DispatchReport | None]] = []
         for ticket in tickets:
             try:
                 event = await ticket.wait()
+            except JournalError:
+                await self._refused(msg.session_key, before, posted)
+                raise
             except QueueClosed as exc:
                 log.warning("message.undelivered", session_key=msg.session_key, reason=str(exc))
                 if msg.trace:
@@ -449,21 +456,34 @@ class CommandRouter:
 
         return submit
 
+    async def _refused(
+        self, session_key: str, before: SessionEntry | None, posted: list[Ticket]
+    ) -> None:
+        """An event of this message was refused (a full disk): once the others are settled
+        (refused too, or accepted), a message none of whose session events was accepted
+        leaves its session as it found it: not started (nor a ``/new`` one ended). Each of
+        them waits ``fullWaitMs`` from its own post at most."""
+        for ticket in posted:
+            with contextlib.suppress(Exception):
+                await ticket.wait()
+        if posted and all(ticket.error is not None for ticket in posted):
+            await self.sessions.put_back(session_key, before)
+
     async def _post_events(self, msg: Inbound, command: Command | None) -> list[Ticket]:
         """Everything after ``message:received``, in order."""
+        tickets: list[Ticket] = []
         key = msg.session_key
         submit = self._submitter(msg.trace)
-        tickets: list[Ticket] = []
         if command is not None and command.name in RESET_COMMANDS:
             ending = await self.sessions.end(key)
             if ending is not None:
                 tickets.append(await submit(self._session_event("end", ending, command.name)))
             tickets.append(await submit(self._command_event(msg, command, ending, ending)))
-            tickets += await self._start_session(key, command.name, msg.trace)
+            await self._start_session(key, command.name, msg.trace, tickets)
             return tickets
         current = self.sessions.get(key)
         if current is None:
-            tickets += await self._start_session(key, "message", msg.trace)
+            await self._start_session(key, "message", msg.trace, tickets)
             current = self.sessions.get(key)
         if command is not None:
             tickets.append(await submit(self._command_event(msg, command, current, None)))
@@ -506,14 +526,14 @@ class CommandRouter:
         )
 
     async def _start_session(
-        self, session_key: str, reason: str, trace: bool = False
-    ) -> list[Ticket]:
+        self, session_key: str, reason: str, trace: bool, tickets: list[Ticket]
+    ) -> None:
+        """Start a session and post its events, each ticket into ``tickets`` once accepted."""
         entry = await self.sessions.start(session_key)
         log.info("session.started", session_key=session_key, session_id=entry.session_id)
         submit = self._submitter(trace)
-        start = await submit(self._session_event("start", entry, reason))
-        bootstrap = await submit(await self.bootstrap_event(session_key, entry))
-        return [start, bootstrap]
+        tickets.append(await submit(self._session_event("start", entry, reason)))
+        tickets.append(await submit(await self.bootstrap_event(session_key, entry)))
 
     async def bootstrap_event(
         self, session_key: str, entry: SessionEntry | None = None

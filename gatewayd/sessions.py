@@ -349,6 +349,18 @@ class SessionManager:
             await self._flushed(self._enqueue(json_line({"k": session_key})))
         return entry
 
+    async def put_back(self, session_key: str, entry: SessionEntry | None) -> None:
+        """Make ``entry`` (None: no session) current again for ``session_key``: the undo of a
+        :meth:`start` or :meth:`end` made for a message whose events were then refused."""
+        if self._sessions.get(session_key) is entry:
+            return
+        if entry is None:
+            await self.end(session_key)
+            return
+        self._sessions[session_key] = entry
+        line = {"k": session_key, "id": entry.session_id, "at": entry.created_at}
+        await self._flushed(self._enqueue(json_line(line)))
+
     async def append(self, entry: SessionEntry, lines: Iterable[bytes]) -> None:
         """Append transcript lines (see :func:`message_line`) to ``entry``'s transcript, in
         order: one write, made before this returns (failures are logged, see the module

@@ -72,7 +72,7 @@ class Write:
     """A batch on its way to the file: its items, its commit, the marks sent with it, the
     writer's request, and its full-disk retry's state."""
 
-    __slots__ = ("batch", "commit", "dead", "deadline", "delay", "done", "request")
+    __slots__ = ("appended", "batch", "commit", "dead", "deadline", "delay", "done", "request")
 
     def __init__(
         self,
@@ -81,12 +81,15 @@ class Write:
         dead: list[Mark],
         done: list[int],
         request: writes.Request,
+        appended: float = 0.0,
     ) -> None:
         self.batch = batch
         self.commit = commit
         self.dead = dead
         self.done = done
         self.request = request
+        self.appended = appended
+        """``time.monotonic()`` of the batch's first append: its posters have waited since."""
         self.deadline: float | None = None
         """``time.monotonic()`` after which a full disk refuses it (set at the first)."""
         self.delay = 0.05
@@ -134,6 +137,10 @@ class GroupCommit:
         self._commit: Commit | None = None
         self._accepted_at = 0.0
         """The wall time of the first append to the commit being filled."""
+        self._appended = 0.0
+        """Its ``time.monotonic()``: a full disk's wait counts from it (:meth:`_full_wait`)."""
+        self._sent = 0.0
+        """``_appended`` of the batch being written (taken by :meth:`_write`)."""
         self._done: list[int] = []
         """Done marks not sent to the writer yet (:meth:`_write`)."""
         self._carry: list[int] = []
@@ -182,6 +189,7 @@ class GroupCommit:
         if commit is None:
             commit = self._commit = Commit()
             self._accepted_at = time.time()  # once per commit: for the oldest pending age
+            self._appended = time.monotonic()
         self.pending[item[3]] = self._accepted_at
         if not self._busy and not self._scheduled:
             self._scheduled = True
@@ -225,6 +233,7 @@ class GroupCommit:
             return
         batch, commit, dead = self._batch, self._commit, self._dead
         self._batch, self._commit, self._dead = [], None, []
+        self._sent = self._appended
         if committed:  # into the lanes first (order); dispatched while this batch is written
             self._deliver(committed)
         self._write(batch, commit, dead)
@@ -253,7 +262,7 @@ class GroupCommit:
             if not batch or now - self._marks_at >= DONE_DELAY_S:
                 self._marks_at = now
                 done = self._take_done()
-        write = Write(batch, commit, dead, done, self.request(*laid, done, dead, []))
+        write = Write(batch, commit, dead, done, self.request(*laid, done, dead, []), self._sent)
         self._writing = write
         self._busy = True
         self._send(write)
@@ -318,7 +327,7 @@ class GroupCommit:
             self._carry[:0] = [*write.done, *(item[3] for item in write.batch)]
             self._dead[:0] = write.dead
         else:
-            if self.full:
+            if self.full and write.batch:  # marks alone may fit where events do not
                 self.full = False
                 log.info("journal.space_recovered", path=str(self.path))
             if marks_error is not None:
@@ -339,11 +348,12 @@ class GroupCommit:
 
     def _full_wait(self, write: Write, message: str) -> bool:
         """A full disk: True when ``write`` is sent again later (backoff doubling to 0.5 s)
-        because its deadline (``fullWaitMs`` after the first failure; none for marks alone)
-        is not reached; its posters wait meanwhile, and no other batch is written."""
+        because its deadline is not reached: ``fullWaitMs`` after its first event was posted
+        (a batch that waited behind another's retries has used that time already; none for
+        marks alone). Its posters wait meanwhile, and no other batch is written."""
         now = time.monotonic()
         if write.deadline is None:
-            write.deadline = now + (self.full_wait_s if write.batch else 0)
+            write.deadline = write.appended + self.full_wait_s if write.batch else now
             if not self.full:
                 log.error(
                     "journal.full",
