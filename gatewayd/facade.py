@@ -190,8 +190,13 @@ class GatewayFacade:
 
     async def _dispatched(self, key: str, session_key: str, ticket: Ticket) -> Reply:
         reply = await self._trigger_reply(key, session_key, ticket)
-        if ticket.event.trace:
-            reply.trace = self._trace([(ticket.event, ticket.report)])
+        event = ticket.event
+        if event.trace and ticket.report is None and reply.timed_out:  # its handlers still run
+            ms = self._gateway.config.settings.hooks.decision_timeout_ms
+            reason = f"still running after hooks.decisionTimeoutMs ({ms} ms)"
+            reply.trace = [{"event": event.key, "handlers": [], "reason": reason}]
+        elif event.trace:
+            reply.trace = self._trace([(event, ticket.report)])
         return reply
 
     async def _trigger_reply(self, key: str, session_key: str, ticket: Ticket) -> Reply:

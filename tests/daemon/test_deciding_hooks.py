@@ -272,6 +272,32 @@ async def test_decision_event_deadline_returns_the_result_so_far(
         assert (await ctl.ok("ping"))["pong"] is True
 
 
+async def test_a_traced_decision_past_its_deadline_says_its_handlers_still_run(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
+) -> None:
+    """``trace: true`` goes through the same path: the reply comes at the deadline, and its
+    trace says the event is still running, not that the gateway stopped."""
+    write_hook(state_dir / "hooks", "slow", events=["agent:before_tool_call"], handler=SLOW)
+    config = {"hooks": {"decisionTimeoutMs": 300}, "gateway": {"drainTimeoutMs": 200}}
+    daemon = await start_gateway(config)
+    async with daemon.control() as ctl:
+        reply = await ctl.ok(
+            "trigger",
+            event="agent:before_tool_call",
+            sessionKey="agent:main:main",
+            context={"toolName": "ls", "params": {}},
+            trace=True,
+        )
+    assert reply["timedOut"] is True
+    assert reply["trace"] == [
+        {
+            "event": "agent:before_tool_call",
+            "handlers": [],
+            "reason": "still running after hooks.decisionTimeoutMs (300 ms)",
+        }
+    ]
+
+
 SENDER = """
 async def handler(event, ctx):
     for i in range(5):
