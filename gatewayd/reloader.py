@@ -167,7 +167,10 @@ class Reloader:
                     # New roots (extraDirs, workspace) are watched before the build reads them,
                     # so an edit made while this reload runs is never lost between the two.
                     await self.watcher.update(watch_spec(config))
-                result = await anyio.to_thread.run_sync(gateway.loader.build, config.load_spec())
+                # Left behind if the daemon stops meanwhile (see server.py's start).
+                result = await anyio.to_thread.run_sync(
+                    gateway.loader.build, config.load_spec(), abandon_on_cancel=True
+                )
                 generation = await load_node_hooks(result, node, early)
                 prints = await anyio.to_thread.run_sync(fingerprints, result.records)
             except ConfigError as exc:

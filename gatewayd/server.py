@@ -175,7 +175,9 @@ class Gateway(GatewayParts):
         gc.freeze()
         log_ignored(config)
         spec = config.load_spec()
-        load = await anyio.to_thread.run_sync(self.loader.build, spec)
+        # Left behind if a signal stops the start: an import stuck up to its bound (a
+        # handler's timeout) must not hold the shutdown, whose bounds are its own.
+        load = await anyio.to_thread.run_sync(self.loader.build, spec, abandon_on_cancel=True)
         await tg.start(self.node.run)
         generation = await load_node_hooks(load, self.node)
         prints = await anyio.to_thread.run_sync(fingerprints, load.records)

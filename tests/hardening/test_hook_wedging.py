@@ -415,3 +415,35 @@ def test_a_context_value_that_is_no_json_does_not_end_the_dispatch(
     assert with_trace["messages"] == [deep_reply, "after", "js [list]", "last"]
     assert not daemon.events("queue.dispatch_crashed")
     assert daemon.stop() == 0
+
+
+STUCK_IMPORT = "import time\ntime.sleep(100000)\n\nasync def handler(event):\n    pass\n"
+AN_HOUR = {"hooks": {"timeoutMs": 3_600_000}}
+"""The import bound (a handler's timeout) an hour: only the shutdown's own bounds end it."""
+
+
+def test_sigterm_during_a_stuck_import_at_start_stops_within_the_shutdown_bounds(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    """The start's load waited for its thread, which waits for the import's bound: SIGTERM
+    took 28 s with the default bound (an hour here). It is left behind now: the shutdown
+    runs at once, within its own bounds (gateway.shutdownTimeoutMs + drainTimeoutMs)."""
+    write_hook(state_dir / "hooks", "stuck", handler=STUCK_IMPORT)
+    daemon = start_daemon(AN_HOUR, wait_ready=False)
+    daemon.wait_log("gateway.starting")
+    time.sleep(1)  # the load is in the import (it never leaves it)
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=60) == 0
+    assert daemon.shutdown_line()["signal"] == "SIGTERM"
+
+
+def test_sigterm_during_a_reload_stuck_in_an_import_stops_within_the_shutdown_bounds(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    daemon = start_daemon(AN_HOUR)
+    write_hook(state_dir / "hooks", "stuck", handler=STUCK_IMPORT)
+    daemon.send_signal(signal.SIGHUP)
+    daemon.wait_log("reload.begin")
+    time.sleep(1)  # the reload is in the import
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=60) == 0
