@@ -248,8 +248,7 @@ class Dispatcher:
         last = ""
         for _ in range(n):
             last = next_id()
-        counts = self.registry.event_counts
-        counts[key] = counts.get(key, 0) + n
+        self.registry.count_events(key, n)
         self.dispatched += n
         return last
 

@@ -265,7 +265,24 @@ class HookRegistry:
             handler.stats.ring()
         return ordered
 
+    def count_events(self, key: str, n: int = 1) -> int:
+        """Count ``n`` events of ``key`` in :attr:`event_counts`; returns its count. A key new
+        past :data:`MAX_EVENT_KEYS` of them is counted under ``<type>:(other)``."""
+        counts = self.event_counts
+        count = counts.get(key)
+        if count is None and len(counts) >= MAX_EVENT_KEYS:
+            key = f"{key.partition(':')[0]}:{OTHER_ACTIONS}"
+            count = counts.get(key)
+        count = counts[key] = (count or 0) + n
+        return count
+
+    def cached_plans(self) -> int:
+        """Event keys whose plans are cached now (at most :data:`MAX_EVENT_KEYS`)."""
+        return len(self._plans)
+
     def _build_plans(self, event_type: str, key: str) -> None:
+        if len(self._plans) >= MAX_EVENT_KEYS:  # keys come from clients: start afresh
+            self._plans, self._background = {}, {}
         ordered = self._ordered(event_type, key)
         self._plans[key] = tuple(h for h in ordered if not h.background)
         self._background[key] = tuple(h for h in ordered if h.background)
@@ -337,7 +354,11 @@ class HookRegistry:
             else:
                 plan = self._plans.get(key) or self.plan(event.type, key)
             counts = self.event_counts
-            n = counts[key] = counts.get(key, 0) + 1
+            seen = counts.get(key)
+            if seen is None:  # a new key: counted where the bound says
+                n = self.count_events(key)
+            else:
+                n = counts[key] = seen + 1
         if only is not None:
             plan = tuple(h for h in plan if h.hook in only)
         if event.trace:  # every call timed, each handler's record kept
@@ -366,6 +387,11 @@ def _replaceable(handler: Handler) -> str | None:
 
 
 _Plans = tuple[tuple[Handler, ...], tuple[Handler, ...]]
+MAX_EVENT_KEYS = 4096
+"""Event keys remembered with a plan (the cache then starts afresh) and with a count of their
+own (``event_counts``; beyond, an event is counted under ``<type>:`` :data:`OTHER_ACTIONS`):
+a client chooses actions, each one a key."""
+OTHER_ACTIONS = "(other)"
 _MAX_SCOPED_PLANS = 4096
 """Scoped plans kept before the cache starts afresh (a plan per event key, agent, subagent)."""
 _SAMPLE_MASK = SAMPLE_EVERY - 1

@@ -16,14 +16,17 @@ the CLI runs it in a fresh loader when no daemon runs.
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gatewayd.hooks.events import HookEvent, create_hook_event, parse_event_key
+from gatewayd.hooks.handlers import Handler, HandlerKind
 from gatewayd.hooks.registry import HookRegistry
 from gatewayd.hooks.results import reply_lines
 from gatewayd.hooks.schema import BASE_FIELDS, EVENTS, spec_for
+from gatewayd.hooks.stats import HookStats
 from gatewayd.hooks.vocabulary import resolve_all
 from gatewayd.timestamps import iso_now
 
@@ -108,6 +111,15 @@ def default_event(name: str, events: Iterable[str]) -> str:
     return "message:received"
 
 
+def uncounted(handler: Handler) -> Handler:
+    """``handler`` with counters of its own: a test run is no call of the hook's (its calls,
+    errors, timeouts and durations in ``hooks list``, ``status`` and the metrics)."""
+    copy = dataclasses.replace(handler, stats=HookStats())
+    if handler.kind is HandlerKind.NODE:
+        copy.node = handler.node.counted_on(copy)
+    return copy
+
+
 def _why(record: Any) -> str:
     reasons = "; ".join(record.reasons)
     if record.status == "ready":
@@ -140,7 +152,7 @@ async def test_hook(
     event.trace = True
     entry: dict[str, Any] = {"event": key, "handlers": []}
     if handlers:
-        report = await registry.dispatch(event, handlers=handlers)
+        report = await registry.dispatch(event, handlers=[uncounted(h) for h in handlers])
         entry["handlers"] = [o.to_json() for o in report.outcomes]
         ok = all(o.outcome == "ok" for o in report.outcomes)
     else:

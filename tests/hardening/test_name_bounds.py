@@ -10,11 +10,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gatewayd.commands import parse_command
-from gatewayd.hooks.events import MAX_ACTION, MAX_SESSION_KEY, EventKeyError, parse_event_key
+from gatewayd.hooks.events import (
+    MAX_ACTION,
+    MAX_SESSION_KEY,
+    EventKeyError,
+    HookEvent,
+    create_hook_event,
+    parse_event_key,
+)
+from gatewayd.hooks.registry import MAX_EVENT_KEYS, HookRegistry
 from tests.support.fixtures import StartDaemon
 from tests.support.hooks import WriteHook
 
@@ -59,3 +68,26 @@ def test_an_action_is_a_key_exactly_up_to_the_bound(length: int, alphabet: str) 
     assert parsed is (len(action) <= MAX_ACTION)
     command = parse_command(f"/{action} args")
     assert (command is not None) is (len(action) <= MAX_ACTION), command
+
+
+def test_the_registry_remembers_a_bounded_number_of_event_keys() -> None:
+    """Plans and counters per event key: a client naming a new action per event (each a key)
+    grows them no further than the bound, and every event is still counted under its type."""
+    registry = HookRegistry()
+    ran: list[str] = []
+
+    async def handler(event: HookEvent) -> None:
+        ran.append(event.action)
+
+    registry.register("command", handler, name="all")
+    n = MAX_EVENT_KEYS + 500
+
+    async def many() -> None:
+        for i in range(n):
+            await registry.dispatch(create_hook_event("command", f"a{i}", "s"))
+
+    anyio.run(many)
+    assert len(ran) == n
+    assert len(registry.event_counts) <= MAX_EVENT_KEYS + 1, len(registry.event_counts)
+    assert sum(registry.event_counts.values()) == n
+    assert registry.cached_plans() <= MAX_EVENT_KEYS, registry.cached_plans()

@@ -104,3 +104,33 @@ def test_metrics_have_the_process_figures_and_the_journals_counters_as_counters(
     assert families["gatewayd_journal_size_bytes"].type == "gauge"
     assert families["gatewayd_journal_pending"].type == "gauge"
     assert value(families["gatewayd_journal_full"]) == 0  # a yes/no figure: 0 or 1
+
+
+COUNTED = """
+async def handler(event):
+    event.messages.append("ran")
+"""
+
+
+def test_hooks_test_runs_are_not_counted_as_the_hooks_calls(
+    write_hook: WriteHook, run_cli: RunCli, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    write_hook(state_dir / "hooks", "probe", events=["command:probe"], handler=COUNTED)
+    daemon = start_daemon({"gateway": {"metrics": {"listen": "127.0.0.1:0"}}})
+    address = daemon.wait_log("metrics.listening")["address"]
+    for _ in range(3):
+        assert run_cli("hooks", "test", "probe", "--daemon").returncode == 0
+    with daemon.control() as ctl:
+        stats = {h["name"]: h["stats"] for h in ctl.ok("hooks")["hooks"]}["probe"]
+        assert stats["calls"] == 0, stats
+        ctl.ok("message", sessionKey="agent:main:p", text="/probe")
+        stats = {h["name"]: h["stats"] for h in ctl.ok("hooks")["hooks"]}["probe"]
+    assert stats["calls"] == 1, stats
+    families = scrape(address)
+    assert value(families["gatewayd_hook_calls"], hook="probe") == 1
+    counts = [
+        s.value
+        for s in families["gatewayd_hook_duration_seconds"].samples
+        if s.name.endswith("_count") and s.labels.get("hook") == "probe"
+    ]
+    assert counts == [1], counts

@@ -93,6 +93,10 @@ class NodeHook:
             return _report_error(self, event, "the hook was never loaded into a node worker")
         return await self.generation.call(self, event, timeout_s)
 
+    def counted_on(self, handler: Handler) -> NodeSubscription:
+        """What runs this hook with its failures counted on ``handler`` (``hooks test``)."""
+        return NodeSubscription(self, -1, handler)
+
 
 @dataclass(eq=False)
 class NodeSubscription:
@@ -105,11 +109,18 @@ class NodeSubscription:
     handler: Handler | None = None
 
     async def run(self, event: HookEvent, timeout_s: float) -> Outcome:
-        """Call the entry of the hook's events map with ``(event, ctx)``."""
+        """Call the entry of the hook's events map with ``(event, ctx)`` (entry -1: the hook's
+        own handler, :meth:`NodeHook.counted_on`)."""
         hook = self.hook
         if hook.generation is None:
-            return _report_error(hook, event, "the hook was never loaded into a node worker")
-        return await hook.generation.call(hook, event, timeout_s, self.entry, self.handler)
+            why = "the hook was never loaded into a node worker"
+            return _report_error(hook, event, why, self.handler)
+        entry = None if self.entry < 0 else self.entry
+        return await hook.generation.call(hook, event, timeout_s, entry, self.handler)
+
+    def counted_on(self, handler: Handler) -> NodeSubscription:
+        """This entry with its failures counted on ``handler`` (``hooks test``)."""
+        return NodeSubscription(self.hook, self.entry, handler)
 
 
 _AT = re.compile(r"\(at (.+:\d+):\d+\)$")
