@@ -9,6 +9,8 @@ An untraced dispatch has no recorder and pays for none of this.
 
 :func:`not_loaded` explains the hooks that subscribe to an event but did not run, from the
 last load's records (``invalid``, ``ineligible``, ``disabled``, ``failed``, ...), and
+:func:`misspelt` names the hooks subscribed to a name nothing fires whose closest known name is
+the event (a misspelt ``message:recieved`` in the trace of ``message:received``), and
 :func:`why_nothing_ran` turns that into the one sentence a trace shows when no handler ran.
 :func:`trace_entry` is one event of a trace reply.
 """
@@ -25,7 +27,7 @@ from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.handlers import Handler
 from gatewayd.hooks.outcomes import DispatchReport, HandlerOutcome, failure, report_of
 from gatewayd.hooks.runners import Outcome
-from gatewayd.hooks.vocabulary import resolve_all
+from gatewayd.hooks.vocabulary import resolve, resolve_all, suggest
 
 
 def _fingerprint(value: Any) -> str:
@@ -111,6 +113,27 @@ def not_loaded(records: Iterable[Any], key: str) -> list[HandlerOutcome]:
     return skipped
 
 
+def misspelt(records: Iterable[Any], key: str) -> list[HandlerOutcome]:
+    """``skipped`` records for the hooks that subscribe to a name nothing fires whose closest
+    known name is ``key`` (``message:recieved`` in the trace of ``message:received``): the
+    did-you-mean of the load's warning, where the event is looked at."""
+    skipped = []
+    for record in records:
+        for name in record.events:
+            if resolve(name).warnings and suggest(name) == key:
+                skipped.append(
+                    HandlerOutcome(
+                        record.name,
+                        f"subscribed to {name!r}, which nothing fires (did you mean {key}?)",
+                        "skipped",
+                        "python",
+                        0.0,
+                    )
+                )
+                break
+    return skipped
+
+
 def not_serving(
     records: Iterable[Any], key: str, session_key: str, agents: AgentsSpec
 ) -> list[HandlerOutcome]:
@@ -163,7 +186,7 @@ def trace_entry(
         return {"event": event.key, "handlers": [], "reason": "not dispatched: the gateway stopped"}
     ran = list(outcomes)
     records = list(records)
-    skipped = not_loaded(records, event.key)
+    skipped = not_loaded(records, event.key) + misspelt(records, event.key)
     if agents is not None:
         skipped += not_serving(records, event.key, event.session_key, agents)
     entry: dict[str, Any] = {

@@ -134,3 +134,19 @@ def test_hooks_test_runs_are_not_counted_as_the_hooks_calls(
         if s.name.endswith("_count") and s.labels.get("hook") == "probe"
     ]
     assert counts == [1], counts
+
+
+def test_the_trace_of_an_event_names_the_hook_that_misspelt_it(
+    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    write_hook(state_dir / "hooks", "typo", events=[TYPO])
+    daemon = start_daemon()
+    with daemon.control() as ctl:
+        reply = ctl.ok(
+            "trigger", event="message:received", sessionKey="agent:main:t", context={}, trace=True
+        )
+    entry = reply["trace"][0]
+    named = [h for h in entry["handlers"] if h["hook"] == "typo"]
+    assert named and named[0]["outcome"] == "skipped", entry
+    assert "did you mean message:received?" in named[0]["reason"], named
+    assert "typo" in entry["reason"] and TYPO in entry["reason"], entry["reason"]
