@@ -28,13 +28,15 @@ STAMP  := $(VENV)/.installed
 # (tests/support/scheduling.py).
 JOBS  ?= $(shell echo $$((2 * $$(nproc))))
 XDIST ?= -n $(JOBS) --dist loadgroup --no-loadscope-reorder
-# Coverage is of the pytest processes only: the `gatewayd run` daemons and CLI runs the tests
-# start as subprocesses are not measured (that would need coverage's subprocess patching in
-# every child and slow each one down). Measured that way on 2026-11-23: 61%, then 57.6% once
-# more subprocess-tested code had landed; on 2026-11-26 58.3%, then 59.0-59.2%, then 59.7% and
-# 60.4% (clean-clone CI runs). The floor is that rounded down a couple of points. Raise it as
+# Coverage is of the pytest processes, which run most daemons the tests need in-process
+# (tests/support/inprocess.py): the server, its channels, reloader, journal, Node runtime and
+# hooks are measured there. The `gatewayd run` processes kept for what only a process shows,
+# and the CLI runs, are not (coverage's `patch = subprocess, fork, _exit` measures them too:
+# on tests/cli 27% -> 40% of the package, at 60 -> 95 s of wall time for that directory).
+# Measured on 2026-11-29 with most daemon tests in-process: 81.2%, 80.6% (58-60% before, with
+# every daemon a subprocess). The floor is that rounded down a couple of points. Raise it as
 # coverage rises, never lower it to make a change pass.
-COV_FLOOR := 58
+COV_FLOOR := 78
 
 venv: $(STAMP)
 

@@ -254,8 +254,10 @@ async def test_decision_event_deadline_returns_the_result_so_far(
     write_hook(
         hooks, "slow", events=["agent:before_tool_call"], handler=SLOW, meta={"priority": 500}
     )
-    # drainTimeoutMs: the stop at the end does not wait for the slow hook's 30 s.
-    config = {"hooks": {"decisionTimeoutMs": 300}, "gateway": {"drainTimeoutMs": 200}}
+    # The deadline is far past what the fast hook needs (300 ms was not always enough for a
+    # sync handler's first thread on a loaded machine under coverage) and far short of the slow
+    # hook's 30 s. drainTimeoutMs: the stop at the end does not wait that hook out either.
+    config = {"hooks": {"decisionTimeoutMs": 3000}, "gateway": {"drainTimeoutMs": 200}}
     daemon = await start_gateway(config)
     began = time.monotonic()
     async with daemon.control() as ctl:
