@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, str] = {
     "commands": "Bundled hooks: command-logger under load",
     "livereload": "3. Live reload latency",
     "reload": "4. Reload scaling",
+    "scale": "10,000 hooks: start, reload and the event loop",
     "startup": "5. Startup and footprint",
     "startuphook": "6. Startup hook timing",
     "watch": "Watcher latency",

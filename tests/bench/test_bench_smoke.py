@@ -26,6 +26,7 @@ BENCHMARKS = [
     "commands",
     "livereload",
     "reload",
+    "scale",
     "startup",
     "startuphook",
     "watch",
