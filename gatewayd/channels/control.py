@@ -38,7 +38,7 @@ from anyio.abc import SocketAttribute, SocketStream, TaskStatus
 from gatewayd import __version__
 from gatewayd.channels import ChannelHost, Dispatch
 from gatewayd.channels.admission import MAX_IN_FLIGHT, Admission, Conn
-from gatewayd.channels.pipeline import Durable, Item, Pipeline, Subscribed, Waited
+from gatewayd.channels.pipeline import Durable, Item, Pipeline, Subscribed, Waited, Whole
 from gatewayd.channels.protocol import (
     CLIENT_DECISIONS,
     CLIENT_EVENTS,
@@ -370,7 +370,7 @@ class ControlChannel:
                     await stream.send(encode(item))
                     conn.unstall()
 
-    async def _admit(self, line: bytes | None) -> Item:
+    async def _admit(self, line: bytes | None, whole: Whole) -> Item:
         """Run one request up to its admission (:mod:`.pipeline`): a ``trigger`` is admitted
         once its event is in the queue, every other op once it is answered."""
         if line is None:
@@ -386,7 +386,7 @@ class ControlChannel:
             else:
                 # Begun, it runs whole: a client cut off meanwhile (the idle timeout, a reply it
                 # could not take) does not leave a message half-posted or a reload half-done.
-                with anyio.CancelScope(shield=True):
+                with whole:
                     result = await self._ops[op](args)
         except Exception as exc:
             return encode(_failure(req_id, op, exc))
