@@ -13,7 +13,9 @@ string). A return with one bad field is refused whole (``hook.bad_result`` names
 the fix): the caller gets the other handlers' decision, never a reply that cannot be encoded.
 
 Merging (:class:`~gatewayd.hooks.schema.Merge`): ``block`` and ``cancel`` and their ``reason``:
-the first wins; ``content``, ``params``, ``message``: the last wins; ``prependContext``: joined.
+the first true one wins, with its handler's reason (a false one before it keeps nothing, as
+OpenClaw's true blocks stick); ``content``, ``params``, ``message``: the last wins;
+``prependContext``: joined.
 A returned field that is also a context field is written to the context, so a later handler
 sees the rewrite. When the event's ``stop`` field (``block``, ``cancel``) becomes true the chain
 ends: :attr:`HookEvent.halted` is set and no lower-priority handler runs.
@@ -169,10 +171,15 @@ def _merge(event: HookEvent, hook: str, spec: EventSpec, fields: dict[str, Any])
     if result is None:
         result = event.result = {}
     context: Any = event.context
+    stop = spec.stop
+    stops = stop is not None and fields.get(stop) is True
+    stopped = stop is not None and bool(result.get(stop))
     for key, item in fields.items():
         how = merges[key]
         if how is Merge.FIRST:
-            if key in result:
+            # The first *true* block or cancel wins, with its own reason: an earlier handler's
+            # false (it allows) keeps no slot, or a permissive hook would turn a guard off.
+            if key in result and (stopped or not (stops and key in (stop, "reason"))):
                 continue
             result[key] = item
         elif how is Merge.JOIN and result.get(key) and item:

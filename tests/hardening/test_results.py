@@ -233,3 +233,21 @@ def test_a_huge_inbound_block_reason_is_bounded_in_every_log_line(
     for event in ("hook.block", "message.blocked"):
         record = daemon.wait_log(event)
         assert len(json.dumps(record)) < 4096, (event, len(json.dumps(record)))
+
+
+@pytest.mark.parametrize(
+    ("key", "stop"), [("agent:before_tool_call", "block"), ("message:sending", "cancel")]
+)
+def test_a_handler_that_allows_cannot_keep_a_later_one_from_blocking(key: str, stop: str) -> None:
+    """``{block: false}`` returned first once took the first-wins slot, and the later
+    ``{block: true}`` was dropped: a permissive hook turned a guard off. A true block sticks
+    (as OpenClaw's stickyTrue), with the blocking handler's reason."""
+    etype, _, action = key.partition(":")
+    event = create_hook_event(etype, action, "s", {"content": "c", "params": {}})
+    merge_result(event, "permissive", {stop: False, "reason": "fine by me"})
+    assert not event.halted
+    merge_result(event, "guard", {stop: True, "reason": "not allowed"})
+    assert event.halted
+    assert event.result == {stop: True, "reason": "not allowed"}, event.result
+    merge_result(event, "late", {stop: False, "reason": "too late"})
+    assert event.result == {stop: True, "reason": "not allowed"}, event.result
