@@ -51,9 +51,9 @@ from gatewayd.hooks.outcomes import DispatchReport
 from gatewayd.hooks.results import log_text, reply_lines
 from gatewayd.journal.base import JournalError
 from gatewayd.replies import Reply
-from gatewayd.sessions import SessionEntry, SessionManager, message_line, read_bootstrap_files
+from gatewayd.sessions import SessionEntry, SessionManager, read_bootstrap_files
 from gatewayd.tickets import wake_first
-from gatewayd.timestamps import iso_now
+from gatewayd.transcript import Turn
 from gatewayd.triggers import QueueClosed, Ticket, TriggerQueue
 
 log = structlog.get_logger("gatewayd.commands")
@@ -285,9 +285,9 @@ class CommandRouter:
                 traced.append((event, ticket.report))
             messages.extend(reply_lines(event))
         try:
-            user: list[bytes] = []
+            user: list[Turn] = []
             if entry is not None:
-                user.append(message_line("user", text, senderId=msg.sender_id, channel=msg.channel))
+                user.append(("user", text, {"senderId": msg.sender_id, "channel": msg.channel}))
             delivered = await self.send_out(
                 msg.session_key,
                 messages,
@@ -306,10 +306,8 @@ class CommandRouter:
         if self.record_blocked():
             entry = self.sessions.get(msg.session_key)
             if entry is not None:
-                record = message_line(
-                    "user", msg.text, senderId=msg.sender_id, channel=msg.channel, blocked=reason
-                )
-                await self.sessions.append(entry, [record])
+                extra = {"senderId": msg.sender_id, "channel": msg.channel, "blocked": reason}
+                await self.sessions.append(entry, [("user", msg.text, extra)])
 
     async def send_out(
         self,
@@ -320,7 +318,7 @@ class CommandRouter:
         channel: str,
         entry: SessionEntry | None,
         deliver: Callable[[str], str | None] | None = None,
-        first: list[bytes] | None = None,
+        first: list[Turn] | None = None,
     ) -> list[str]:
         """The outbound path of reply lines: ``message:sending`` (which may rewrite or cancel
         each), delivery, the transcript, ``message:sent``. Returns the lines delivered.
@@ -372,8 +370,7 @@ class CommandRouter:
             if heard:
                 outcomes.append((content, reason, error, epoch_ms()))
         if delivered:
-            now = iso_now()
-            records = [*records, *(message_line("assistant", t, now) for t in delivered)]
+            records = [*records, *(("assistant", t, None) for t in delivered)]
         if entry is not None and records:  # one write a message (its lines and the reply's)
             await self.sessions.append(entry, records)
         try:

@@ -79,7 +79,11 @@ class GatewayParts:
             gw.queue.per_session_wait_ms / 1000,
         )
         self.dispatcher = Dispatcher(self.queue, self.registry, gw.queue.concurrency)
-        self.sessions = SessionManager(config.paths.sessions, transcript_limits(config))
+        self.sessions = SessionManager(
+            config.paths.sessions,
+            transcript_limits(config),
+            cwd=lambda session_key: str(self.bases(session_key)["workspaceDir"]),
+        )
         self.router = CommandRouter(
             self.queue,
             self.dispatcher,

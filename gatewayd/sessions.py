@@ -12,11 +12,10 @@
   amortized, 16 entries of snapshot. Replaying a journal over a snapshot that already holds it
   gives the same table, so a crash between the two steps loses nothing.
 
-Each session's transcript is ``<state>/sessions/<sessionId>.jsonl``, one JSON object per line::
-
-    {"role": "user", "content": "hi", "timestamp": "2025-01-31T09:15:02.347Z",
-     "senderId": "cli", "channel": "control"}
-    {"role": "assistant", "content": "hello", "timestamp": "2025-01-31T09:15:02.351Z"}
+Each session's transcript is ``<state>/sessions/<sessionId>.jsonl``, in OpenClaw's session
+format (:mod:`gatewayd.transcript`): a header line when the file is started, then one ``message``
+entry per message, each naming the one before it (``parentId``). Transcripts of the earlier form
+(one ``{"role", "content", "timestamp"}`` object per line) are read as they are and appended to.
 
 The table's journal and snapshot are written in a worker thread, one batch at a time, in the
 order the changes were made on the event loop (concurrent changes share one write and one
@@ -49,7 +48,8 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,7 @@ from gatewayd.atomic import append_whole, atomic_write, read_regular, trim_torn_
 from gatewayd.jsonenc import dumps, loads
 from gatewayd.paths import ensure_private_dir
 from gatewayd.timestamps import iso_now
+from gatewayd.transcript import Turn, header_line, last_entry_id, message_lines
 
 log = structlog.get_logger("gatewayd.sessions")
 
@@ -93,19 +94,6 @@ BOOTSTRAP_NAMES = (
 def json_line(record: Any) -> bytes:
     """``record`` as one UTF-8 JSON line; text UTF-8 cannot encode is ``\\u``-escaped."""
     return dumps(record, newline=True)
-
-
-def message(role: str, content: str, timestamp: str | None = None, **extra: Any) -> dict[str, Any]:
-    """One transcript record: ``{role, content, timestamp, **extra}`` (timestamp: now)."""
-    return {"role": role, "content": content, "timestamp": timestamp or iso_now(), **extra}
-
-
-def message_line(role: str, content: str, timestamp: str | None = None, **extra: str) -> bytes:
-    """The transcript line of :func:`message`: ``json_line(message(...))``."""
-    return dumps(
-        {"role": role, "content": content, "timestamp": timestamp or iso_now(), **extra},
-        newline=True,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,12 +134,14 @@ class _OpenTranscripts:
     ``fstat``, ``write`` and ``close``: daemon CPU per message, memory journal, 116 -> 106 us
     (``message`` ops under load, median of 6 interleaved rounds)."""
 
-    __slots__ = ("files", "limit")
+    __slots__ = ("files", "last_ids", "limit")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.files: dict[Path, tuple[int, int, int]] = {}
         """In order of last use, oldest first (a dict keeps insertion order)."""
+        self.last_ids: dict[Path, str | None] = {}
+        """Each open transcript's last entry id: the ``parentId`` of its next message."""
 
     def get(self, path: Path) -> tuple[int, int]:
         held = self.files.pop(path, None)
@@ -174,9 +164,11 @@ class _OpenTranscripts:
         while len(files) >= self.limit:
             oldest = next(iter(files))
             os.close(files.pop(oldest)[0])
+            self.last_ids.pop(oldest, None)
         files[path] = (fd, info.st_dev, info.st_ino)
 
     def close(self, path: Path) -> None:
+        self.last_ids.pop(path, None)
         held = self.files.pop(path, None)
         if held is not None:
             with contextlib.suppress(OSError):
@@ -194,8 +186,15 @@ class SessionsUnusable(Exception):
 class SessionManager:
     """The session table and transcripts under one directory (``<state>/sessions``)."""
 
-    def __init__(self, directory: Path, limits: TranscriptLimits | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        limits: TranscriptLimits | None = None,
+        cwd: Callable[[str], str] | None = None,
+    ) -> None:
         self.directory = directory
+        self.cwd = cwd or (lambda _key: os.getcwd())
+        """The ``cwd`` of a session key's transcript header: its agent's workspace."""
         self.index_path = directory / INDEX_NAME
         self.journal_path = directory / JOURNAL_NAME
         self.limits = limits or TranscriptLimits()
@@ -361,11 +360,10 @@ class SessionManager:
         line = {"k": session_key, "id": entry.session_id, "at": entry.created_at}
         await self._flushed(self._enqueue(json_line(line)))
 
-    async def append(self, entry: SessionEntry, lines: Iterable[bytes]) -> None:
-        """Append transcript lines (see :func:`message_line`) to ``entry``'s transcript, in
-        order: one write, made before this returns (failures are logged, see the module
-        docstring)."""
-        self._append_transcript(entry.session_file, b"".join(lines))
+    async def append(self, entry: SessionEntry, turns: Iterable[Turn]) -> None:
+        """Append messages to ``entry``'s transcript, in order: one write, made before this
+        returns (failures are logged, see the module docstring)."""
+        self._append_transcript(entry, turns)
 
     def _enqueue(self, line: bytes) -> int:
         self._pending.append(line)
@@ -465,18 +463,24 @@ class SessionManager:
             return False
         return True
 
-    def _append_transcript(self, path: Path, data: bytes) -> None:
+    def _append_transcript(self, entry: SessionEntry, turns: Iterable[Turn]) -> None:
         """Runs on the event loop (see the module docstring), unlike the rest of this part.
 
         The descriptor stays open for the next append (:class:`_OpenTranscripts`): an ``lstat``
         of the path and a ``write`` a message instead of ``open``, two ``fstat``, ``write`` and
         ``close``. The ``lstat`` is also how a transcript removed or renamed under the daemon
         (or replaced by anything else) is noticed: the path no longer names the open file, so
-        it is opened (created) again and no line goes to the file that left."""
+        it is opened (created) again and no line goes to the file that left. An empty file gets
+        the header first; the lines are encoded once, after the file is known (again only when
+        the append rotates it)."""
+        path = entry.session_file
+        turns = list(turns)
+        at, at_ms = iso_now(), time.time_ns() // 1_000_000
         try:
             fd, size = self._open.get(path)
             if fd < 0:
                 fd, size = self._open_transcript(path)
+            data, last = self._lines(entry, turns, size, at, at_ms)
             limits = self.limits
             if limits.max_bytes and size and size + len(data) > limits.max_bytes:
                 self._open.close(path)
@@ -492,13 +496,26 @@ class SessionManager:
                         fix=f"move aside what is not a transcript backup beside {path.name}",
                     )
                 fd, size = self._open_transcript(path)
+                data, last = self._lines(entry, turns, size, at, at_ms)
             try:
                 append_whole(fd, data, size)
             except OSError:
                 self._open.close(path)  # opened afresh next time, whatever went wrong
                 raise
+            self._open.last_ids[path] = last
         except OSError as exc:
             log.error("sessions.transcript_failed", path=str(path), error=str(exc))
+
+    def _lines(
+        self, entry: SessionEntry, turns: list[Turn], size: int, at: str, at_ms: int
+    ) -> tuple[bytes, str | None]:
+        """The bytes that append ``turns`` to a transcript of ``size`` bytes: the header first
+        when it is empty, the first message's parent its last entry otherwise."""
+        if size:
+            return message_lines(turns, self._open.last_ids.get(entry.session_file), at, at_ms)
+        head = header_line(entry.session_id, entry.created_at, self.cwd(entry.session_key))
+        data, last = message_lines(turns, None, at, at_ms)
+        return head + data, last
 
     def _open_transcript(self, path: Path) -> tuple[int, int]:
         """Open ``path`` for appending and keep it open; its torn tail is cut off the first
@@ -515,10 +532,12 @@ class SessionManager:
                 if cut := trim_torn_tail(fd):
                     log.warning("sessions.transcript_repaired", path=str(path), cut_bytes=cut)
                 size = os.fstat(fd).st_size  # cut, or a newline ending an overlong last line
+            last = last_entry_id(fd, size)
         except BaseException:
             os.close(fd)
             raise
         self._open.keep(path, fd, info)
+        self._open.last_ids[path] = last
         return fd, size
 
     def close(self) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import re
 import stat
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from gatewayd.hooks import CommandContext, HookContext, HookEvent
+from gatewayd.transcript import read_messages
 
 DEFAULT_MESSAGES = 15
 MAX_MESSAGES = 10_000
@@ -41,34 +41,21 @@ class Conversation:
     first_user_text: str | None = None
 
 
-def message_text(record: Mapping[str, Any]) -> str:
-    """The text of a transcript record: ``text``, or ``content`` as a string or a list of parts."""
-    text = record.get("text")
-    if text is None:
-        text = record.get("content")
-    if isinstance(text, list):
-        text = "\n".join(
-            str(part.get("text", "")) if isinstance(part, Mapping) else str(part) for part in text
-        )
-    return "" if text is None else str(text)
-
-
 def read_conversation(lines: Iterable[str], keep: int) -> Conversation:
-    """User and assistant messages of a JSON-lines transcript (``{"role", "content"}`` lines).
+    """User and assistant messages of a transcript, in either of its forms
+    (:func:`gatewayd.transcript.read_messages`: OpenClaw's session entries, or the earlier
+    ``{"role", "content"}`` lines).
 
     Slash commands are skipped, and so are the assistant lines answering them (up to the next
     user message): a session holding only ``/new`` and its reply is an empty session.
     """
     conv = Conversation(deque(maxlen=keep))
     in_command = False
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a torn last line of a live transcript, or a stray non-JSON line
-        if not isinstance(record, Mapping) or record.get("role") not in ROLES:
+    for message in read_messages(lines):
+        role = message["role"]
+        if role not in ROLES:
             continue
-        role, text = record["role"], message_text(record).strip()
+        text = message["text"].strip()
         if role == "user":
             in_command = text.startswith("/")
         if not text or in_command:

@@ -246,3 +246,33 @@ async def test_memory_dir_is_under_the_configured_workspace(make_daemon: MakeDae
         f"{await command_date(daemon)}-uber-plan-fur-arger.md"
     ]
     assert not (daemon.workspace / "memory").exists()
+
+
+async def test_a_transcript_of_the_earlier_form_goes_on_and_is_read_whole(
+    make_daemon: MakeDaemon,
+) -> None:
+    """A transcript an earlier gatewayd wrote (one ``{"role", "content"}`` object a line) is
+    appended to in OpenClaw's form, and session-memory reads the messages of both."""
+    setup = make_daemon({"session-memory": {"messages": 10}})
+    install_recorder(setup.workspace)
+    daemon = await setup.start()
+    await daemon.send("first words")
+    assert await daemon.stop() == 0
+    path = anyio.Path(session_table(setup.state)["agent:main:main"]["sessionFile"])
+    earlier = [
+        {"role": "user", "content": "first words", "timestamp": "2025-01-31T09:15:02.347Z"},
+        {"role": "assistant", "content": "echo: first words", "timestamp": "t"},
+    ]
+    await path.write_text("".join(json.dumps(line) + "\n" for line in earlier))
+
+    daemon = await setup.start()
+    await daemon.send("more words")
+    lines = (await path.read_text()).splitlines()
+    assert [json.loads(line).get("type") for line in lines] == [None, None, "message", "message"]
+    assert json.loads(lines[2])["parentId"] is None  # the earlier lines have no ids
+    await daemon.send("/new")
+    [memory] = (setup.workspace / "memory").glob("*.md")
+    assert memory.read_text().endswith(
+        "user: first words\nassistant: echo: first words\n"
+        "user: more words\nassistant: echo: more words\n"
+    )

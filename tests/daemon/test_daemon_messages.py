@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
+from gatewayd.transcript import read_messages
 from tests.support.control import AsyncControl
 from tests.support.fixtures import StartGateway
 from tests.support.hooks import WriteHook, recorder
@@ -148,11 +149,17 @@ async def test_new_and_reset_event_order_reply_and_sessions(
     assert fresh["previousSessionEntry"] is None and fresh["sessionEntry"] is None
 
     # The transcript of the first session: the message and its reply.
-    transcript = [
-        json.loads(line)
-        for line in (state_dir / "sessions" / f"{first_id}.jsonl").read_text().splitlines()
-    ]
-    assert [(t["role"], t["content"]) for t in transcript] == [
+    lines = (state_dir / "sessions" / f"{first_id}.jsonl").read_text().splitlines()
+    header = json.loads(lines[0])  # OpenClaw's session header, then its message entries
+    assert header | {"timestamp": None} == {
+        "type": "session",
+        "version": 4,
+        "id": first_id,
+        "timestamp": None,
+        "cwd": str(state_dir / "workspace"),
+    }
+    transcript = list(read_messages(lines))
+    assert [(t["role"], t["text"]) for t in transcript] == [
         ("user", "hello"),
         ("assistant", "message:received"),
         ("assistant", "session:start"),
@@ -184,9 +191,12 @@ async def test_new_and_reset_event_order_reply_and_sessions(
         assert (await _send(control, "still here"))["messages"] == ["message:received"]
     assert [r["key"] for r in read_records(state_dir)[before:]] == ["message:received"]
     lines = (state_dir / "sessions" / f"{third_id}.jsonl").read_text().splitlines()
-    assert json.loads(lines[-2]) | {"timestamp": None} == {
+    user, reply = json.loads(lines[-2]), json.loads(lines[-1])
+    assert reply["parentId"] == user["id"]  # the new run goes on from the last entry
+    assert user["parentId"] == json.loads(lines[-3])["id"]
+    assert user["message"] | {"timestamp": None} == {
         "role": "user",
-        "content": "still here",
+        "content": [{"type": "text", "text": "still here"}],
         "senderId": "alice",
         "channel": "test",
         "timestamp": None,

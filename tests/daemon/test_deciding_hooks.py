@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from gatewayd.transcript import read_messages
 from tests.support.cli import gatewayd, off_loop
 from tests.support.control import AsyncControl
 from tests.support.fixtures import StartGateway
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.anyio
 
 def transcript(state: Path) -> list[dict[str, Any]]:
     files = sorted((state / "sessions").glob("*.jsonl"))
-    return [json.loads(line) for f in files for line in f.read_text().splitlines() if line]
+    return [m for f in files for m in read_messages(f.read_text().splitlines())]
 
 
 async def test_priority_orders_python_command_and_config_overrides(
@@ -97,7 +98,7 @@ async def test_inbound_block_and_rewrite(
     assert rewritten["command"] == "echo"
     assert rewritten["messages"] == ["later saw /echo HI", "echo HI"]
     await eventually(lambda: len(transcript(state_dir)) >= 3, what="the transcript")
-    users = [r["content"] for r in transcript(state_dir) if r.get("role") == "user"]
+    users = [r["text"] for r in transcript(state_dir) if r.get("role") == "user"]
     assert users == ["/echo HI"]  # the blocked message is not recorded (hooks.recordBlocked)
     assert (await daemon.wait_log("message.blocked"))["reason"] == "contains a secret"
     send = await off_loop(gatewayd, state_dir, "send", "a secret", "--session", "s1")
@@ -146,7 +147,7 @@ async def test_outbound_rewrite_and_cancel_and_what_message_sent_reports(
         {"content": "the password is hunter2", "success": False, "reason": "would leak"},
         {"content": "bye", "success": True, "reason": None},
     ]
-    assistant = [r["content"] for r in transcript(state_dir) if r.get("role") == "assistant"]
+    assistant = [r["text"] for r in transcript(state_dir) if r.get("role") == "assistant"]
     assert assistant == ["oh d**n", "bye"]
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from gatewayd.transcript import read_messages
 from tests.support.control import Control
 from tests.support.fixtures import StartDaemon
 from tests.support.state import session_table
@@ -29,7 +30,11 @@ MESSAGE_KEYS = 40
 
 
 def transcript_lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_bytes().splitlines()]
+    """The messages of a transcript; raises on a line that is not whole JSON."""
+    lines = path.read_bytes().splitlines()
+    for line in lines:
+        json.loads(line)
+    return list(read_messages(lines))
 
 
 @pytest.fixture
@@ -109,7 +114,7 @@ def test_a_torn_transcript_line_is_cut_off_before_the_next_append(
     daemon = start_daemon()
     with daemon.control() as control:
         control.ok("message", sessionKey="a", text="two")
-    assert [r["content"] for r in transcript_lines(transcript)] == ["one", "two"]
+    assert [r["text"] for r in transcript_lines(transcript)] == ["one", "two"]
     assert daemon.wait_log("sessions.transcript_repaired")["path"] == str(transcript)
     assert daemon.stop() == 0
 
@@ -217,7 +222,7 @@ def test_keys_utf8_cannot_encode_never_break_the_table(
     table = session_table(state_dir)
     assert set(table) == {"odd", "plain"}
     lines = transcript_lines(Path(table["odd"]["sessionFile"]))
-    assert lines[0]["content"] == "hi \udfff"
+    assert lines[0]["text"] == "hi \udfff"
     assert daemon.stop() == 0
 
 
@@ -245,7 +250,7 @@ def test_session_ids_that_point_outside_sessions_are_refused(
     assert sorted(skipped["keys"]) == ["evil", "slash"]
     assert not escaped.exists()
     assert not (sessions / "a").exists()
-    assert transcript_lines(sessions / "abcd1234.jsonl")[0]["content"] == "hi"
+    assert transcript_lines(sessions / "abcd1234.jsonl")[0]["text"] == "hi"
     for key in ("evil", "slash"):
         assert Path(session_table(state_dir)[key]["sessionFile"]).parent == sessions
     assert daemon.stop() == 0
@@ -267,4 +272,4 @@ def test_transcripts_rotate_at_the_configured_size(
         assert 0 < path.stat().st_size <= 400
         transcript_lines(path)
     last = transcript_lines(current)[-1]
-    assert last["content"] == "message number 11"
+    assert last["text"] == "message number 11"

@@ -15,21 +15,19 @@ from gatewayd.sessions import (
     SessionEntry,
     SessionManager,
     TranscriptLimits,
-    json_line,
-    message,
-    message_line,
 )
+from gatewayd.transcript import Turn, message_lines, read_messages
 from tests.support.fixtures import StartDaemon
 from tests.support.state import session_table
 
 
 def contents(path: Path) -> list[Any]:
-    return [json.loads(line)["content"] for line in path.read_bytes().splitlines()]
+    return [m["text"] for m in read_messages(path.read_bytes().splitlines())]
 
 
 def append(manager: SessionManager, entry: SessionEntry, *texts: str) -> None:
     async def run() -> None:
-        await manager.append(entry, [message_line("user", t) for t in texts])
+        await manager.append(entry, [("user", t, None) for t in texts])
 
     anyio.run(run)
 
@@ -94,7 +92,7 @@ def test_open_transcripts_are_bounded_and_rotation_still_applies(tmp_path: Path)
         entries = [await manager.start(f"k{i}") for i in range(100)]
         for round_ in range(3):
             for entry in entries:
-                await manager.append(entry, [message_line("user", f"{round_}-" + "x" * 100)])
+                await manager.append(entry, [("user", f"{round_}-" + "x" * 100, None)])
         return entries
 
     entries = anyio.run(run)
@@ -134,17 +132,23 @@ TEXTS = [
 ]
 
 
-def test_a_message_line_is_the_json_of_its_record() -> None:
-    # message_line() writes the same bytes json_line() writes of its record.
+def test_a_message_line_is_openclaws_entry_of_its_text() -> None:
+    """Each line is one JSON entry, ``message.content`` the text as one text part, whatever
+    the text holds (control characters, line separators, a lone surrogate)."""
     for text in TEXTS:
         for extra in ({}, {"senderId": text, "channel": "control"}, {"blocked": text}):
-            line = message_line("user", text, "2025-01-31T09:15:02.347Z", **extra)
-            assert line == json_line(message("user", text, "2025-01-31T09:15:02.347Z", **extra))
+            turn: Turn = ("user", text, extra)
+            line, last = message_lines([turn], "p0", "2025-01-31T09:15:02.347Z", 7)
             assert line.endswith(b"\n") and line.count(b"\n") == 1
-            assert json.loads(line)["content"] == text
-    stamped = json.loads(message_line("assistant", "hi"))
-    assert list(stamped) == ["role", "content", "timestamp"]
-    assert stamped["timestamp"].endswith("Z")
+            entry = json.loads(line)
+            assert entry["type"] == "message" and entry["id"] == last
+            assert entry["parentId"] == "p0"
+            assert entry["message"] == {
+                "role": "user",
+                "content": [{"type": "text", "text": text}],
+                "timestamp": 7,
+                **extra,
+            }
 
 
 def test_a_backup_that_cannot_be_rotated_does_not_swallow_the_next_lines(tmp_path: Path) -> None:
@@ -173,5 +177,6 @@ def test_a_huge_last_line_is_ended_not_searched_to_the_start(tmp_path: Path) -> 
     with path.open("rb") as f:
         f.seek((1 << 30) - 1)
         tail = f.read()
-    assert tail.splitlines()[0] == b"\0" and json.loads(tail.splitlines()[1])["content"] == "one"
+    assert tail.splitlines()[0] == b"\0"
+    assert [m["text"] for m in read_messages(tail.splitlines()[1:])] == ["one"]
     manager.close()
