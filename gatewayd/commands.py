@@ -49,6 +49,7 @@ from gatewayd.hooks.engine import dispatching
 from gatewayd.hooks.events import MAX_ACTION, HookEvent, create_hook_event
 from gatewayd.hooks.outcomes import DispatchReport
 from gatewayd.hooks.results import log_text, reply_lines
+from gatewayd.hooks.schema import DIRECTIONS
 from gatewayd.journal.base import JournalError
 from gatewayd.replies import Reply
 from gatewayd.sessions import SessionEntry, SessionManager, read_bootstrap_files
@@ -61,6 +62,8 @@ log = structlog.get_logger("gatewayd.commands")
 _COMMAND_RE = re.compile(rf"/(?P<name>[a-z0-9_-]{{1,{MAX_ACTION}}})(?:\s+(?P<args>.*))?", re.DOTALL)
 """``/name args``; a longer name is no command (an event key is bounded: ``MAX_ACTION``)."""
 RESET_COMMANDS = frozenset({"new", "reset"})
+RECEIVED, SENDING, SENT = (DIRECTIONS[f"message:{a}"] for a in ("received", "sending", "sent"))
+"""The ``direction`` of each message event, as the schema declares it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,6 +358,7 @@ class CommandRouter:
                         "content": text,
                         "channelId": channel,
                         "sessionKey": session_key,
+                        "direction": SENDING,
                     },
                 )
                 await self.dispatcher.dispatch(sending, queued=False)
@@ -408,6 +412,7 @@ class CommandRouter:
                     "success": reason is None and error is None,
                     "timestamp": timestamp,
                     "conversationId": session_key,
+                    "direction": SENT,
                 },
             )
             if reason is not None:
@@ -435,6 +440,7 @@ class CommandRouter:
                     "surface": msg.channel,
                     "senderId": msg.sender_id,
                 },
+                "direction": RECEIVED,
             },
         )
         event.trace = msg.trace

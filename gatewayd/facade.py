@@ -31,7 +31,7 @@ from gatewayd.hooks.outcomes import DispatchReport
 from gatewayd.hooks.records import agents_summary, hooks_listing
 from gatewayd.hooks.registry import cause_chain
 from gatewayd.hooks.results import reply_lines
-from gatewayd.hooks.schema import spec_for
+from gatewayd.hooks.schema import DIRECTIONS, spec_for
 from gatewayd.hooks.tester import test_hook
 from gatewayd.hooks.trace import trace_entry
 from gatewayd.journal.base import Commit
@@ -180,11 +180,12 @@ class GatewayFacade:
         gateway = self._gateway
         chain = cause_chain(gateway.config.settings.hooks.max_depth, session_key if wait else None)
         etype, _, action = key.partition(":")
-        # The gateway's own keys (cfg, workspaceDir) win over the client's: a trigger cannot
-        # point a hook at another workspace.
-        event = create_hook_event(
-            etype, action, session_key, {**context, **gateway.bases(session_key)}
-        )
+        # The gateway's own keys (cfg, workspaceDir, a message's direction) win over the
+        # client's: a trigger cannot point a hook at another workspace.
+        merged = {**context, **gateway.bases(session_key)}
+        if (direction := DIRECTIONS.get(key)) is not None:
+            merged["direction"] = direction
+        event = create_hook_event(etype, action, session_key, merged)
         event.chain = chain
         return event
 

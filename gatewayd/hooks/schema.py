@@ -98,11 +98,13 @@ MessageReceivedContext = TypedDict(
         "conversationId": str,
         "messageId": str,
         "metadata": dict[str, Any],
+        "direction": Literal["inbound"],
     },
     total=False,
 )
 """``message:received``: every inbound message, before anything else it causes. ``timestamp`` is
-Unix epoch milliseconds, as OpenClaw's message hooks get it."""
+Unix epoch milliseconds, as OpenClaw's message hooks get it; ``direction`` is gatewayd's
+(:attr:`EventSpec.direction`)."""
 
 
 class MessageSendingContext(BaseContext, total=False):
@@ -113,6 +115,7 @@ class MessageSendingContext(BaseContext, total=False):
     content: str
     channelId: str
     sessionKey: str
+    direction: Literal["outbound"]
 
 
 class MessageSentContext(BaseContext, total=False):
@@ -129,6 +132,7 @@ class MessageSentContext(BaseContext, total=False):
     error: str
     """Why it was not sent: the delivery failed."""
     conversationId: str
+    direction: Literal["outbound"]
 
 
 class AgentStartContext(BaseContext, total=False):
@@ -313,6 +317,43 @@ class SessionPatchContext(BaseContext, total=False):
     patch: dict[str, Any]
 
 
+# ``from`` is a Python keyword: the functional form, the base fields repeated.
+MessageDeletedContext = TypedDict(
+    "MessageDeletedContext",
+    {
+        "cfg": dict[str, Any],
+        "workspaceDir": str,
+        "agentId": str,
+        "subagentId": str,
+        "sessionKey": str,
+        "messageId": str,
+        "from": str,
+    },
+    total=False,
+)
+"""``message:deleted`` (elizaOS's ``MESSAGE_DELETED``, posted by its gatewayd plugin): a message
+of the session's room was deleted; ``from`` is the entity that wrote it."""
+
+
+class EnvironmentContext(BaseContext, total=False):
+    """``agent:world_joined`` ... ``agent:entity_updated`` (elizaOS's world, room and entity
+    events, posted by its gatewayd plugin): the room's session (or ``agent:<agent>:world:<id>``
+    for a world event without a room) and what the runtime said of it."""
+
+    sessionKey: str
+    source: str
+    """The transport that reported it (``discord``, ``telegram``, ...)."""
+    roomId: str
+    worldId: str
+    worldName: str
+    entityId: str
+    metadata: dict[str, Any]
+    roomIds: list[str]
+    """A world's rooms (``agent:world_joined``, ``agent:world_connected``)."""
+    entityIds: list[str]
+    """A world's entities (``agent:world_joined``, ``agent:world_connected``)."""
+
+
 class AgentStepContext(BaseContext, total=False):
     """``agent:step`` (Hermes): one turn of an agent's tool-calling loop."""
 
@@ -338,6 +379,10 @@ class EventSpec:
     also a context field is written to the context, so later handlers see the rewrite."""
     stop: str | None = None
     """A result field that, once true, ends the chain: no lower-priority handler runs."""
+    direction: Literal["inbound", "outbound"] | None = None
+    """For a message event, which way the message goes: the gateway sets ``direction`` in the
+    context to it (a client's trigger included). OpenClaw 2026.9.6's hook contexts have no such
+    field (its audit records do): gatewayd's own, docs/design.md's deliberate differences."""
     fired: bool = True
     """Whether this gateway fires it (or accepts it posted by an agent runtime). The others are
     declared so that hooks written for OpenClaw and Hermes load with their contexts typed; a
@@ -363,6 +408,7 @@ EVENTS: Mapping[str, EventSpec] = {
             "sender",
             {"content": Merge.LAST, "block": Merge.FIRST, "reason": Merge.FIRST},
             stop="block",
+            direction="inbound",
         ),
         EventSpec(
             "message:sending",
@@ -371,12 +417,14 @@ EVENTS: Mapping[str, EventSpec] = {
             "nowhere",
             {"content": Merge.LAST, "cancel": Merge.FIRST, "reason": Merge.FIRST},
             stop="cancel",
+            direction="outbound",
         ),
         EventSpec(
             "message:sent",
             MessageSentContext,
             frozenset(),
             "nowhere",
+            direction="outbound",
         ),
         EventSpec(
             "command",
@@ -439,6 +487,22 @@ EVENTS: Mapping[str, EventSpec] = {
         # compaction, each with its own shape: an agent runtime posts both.
         EventSpec("session:compact:before", CompactBeforeContext, frozenset(), "caller"),
         EventSpec("session:compact:after", CompactAfterContext, frozenset(), "caller"),
+        # elizaOS's runtime events with no OpenClaw name, posted by its gatewayd plugin
+        # (integrations/elizaos/src/mapping.ts).
+        *(
+            EventSpec(f"agent:{action}", EnvironmentContext, frozenset(), "caller")
+            for action in (
+                "world_joined",
+                "world_connected",
+                "world_left",
+                "room_joined",
+                "room_left",
+                "entity_joined",
+                "entity_left",
+                "entity_updated",
+            )
+        ),
+        EventSpec("message:deleted", MessageDeletedContext, frozenset(), "caller"),
         EventSpec("gateway:startup", GatewayStartupContext, frozenset(), "nowhere"),
         EventSpec("gateway:shutdown", GatewayShutdownContext, frozenset(), "nowhere"),
         # Known to OpenClaw and Hermes hooks, not fired by this gateway.
@@ -498,6 +562,11 @@ EVENTS: Mapping[str, EventSpec] = {
 
 DECISION_EVENTS = frozenset(key for key, spec in EVENTS.items() if spec.results)
 """Events whose handlers may return a result the caller acts on."""
+
+DIRECTIONS: Mapping[str, str] = {
+    key: spec.direction for key, spec in EVENTS.items() if spec.direction is not None
+}
+"""``direction`` of each message event (:attr:`EventSpec.direction`), by key."""
 
 
 def spec_for(key: str) -> EventSpec | None:

@@ -88,11 +88,14 @@ def sample_context(key: str, session_key: str = SAMPLE_SESSION) -> dict[str, Any
         hints = typing.get_type_hints(spec.context)
     except (NameError, TypeError):  # an annotation that cannot be resolved here
         hints = {}
-    return {
+    sample = {
         name: _value(name, hints.get(name, str), session_key)
         for name in spec.fields
         if name not in BASE_FIELDS and name != "gateway"
     }
+    if spec.direction is not None:
+        sample["direction"] = spec.direction
+    return sample
 
 
 def default_event(name: str, events: Iterable[str]) -> str:

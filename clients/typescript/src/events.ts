@@ -14,6 +14,7 @@ export interface MessageReceivedContext {
   conversationId?: string;
   messageId?: string;
   metadata?: Record<string, unknown>;
+  direction?: "inbound";
 }
 
 /** What `message:received` handlers returned, merged in priority order. */
@@ -36,6 +37,7 @@ export interface MessageSendingContext {
   content?: string;
   channelId?: string;
   sessionKey?: string;
+  direction?: "outbound";
 }
 
 /** What `message:sending` handlers returned, merged in priority order. */
@@ -63,6 +65,7 @@ export interface MessageSentContext {
   reason?: string;
   error?: string;
   conversationId?: string;
+  direction?: "outbound";
 }
 
 /** ``command:<name>``: a message ``/name args``. */
@@ -559,6 +562,33 @@ export interface CompactAfterContext {
   firstKeptEntryId?: string;
 }
 
+/** ``agent:world_joined`` ... ``agent:entity_updated`` (elizaOS's world, room and entity events, posted by its gatewayd plugin): the room's session (or ``agent:<agent>:world:<id>`` for a world event without a room) and what the runtime said of it. */
+export interface EnvironmentContext {
+  cfg?: Record<string, unknown>;
+  workspaceDir?: string;
+  agentId?: string;
+  subagentId?: string;
+  sessionKey?: string;
+  source?: string;
+  roomId?: string;
+  worldId?: string;
+  worldName?: string;
+  entityId?: string;
+  metadata?: Record<string, unknown>;
+  roomIds?: string[];
+  entityIds?: string[];
+}
+
+export interface MessageDeletedContext {
+  cfg?: Record<string, unknown>;
+  workspaceDir?: string;
+  agentId?: string;
+  subagentId?: string;
+  sessionKey?: string;
+  messageId?: string;
+  from?: string;
+}
+
 /** ``gateway:startup``: once per process, after every channel listens. */
 export interface GatewayStartupContext {
   cfg?: Record<string, unknown>;
@@ -665,6 +695,15 @@ export interface EventContexts {
   "agent:heartbeat_prompt_contribution": HeartbeatContext;
   "session:compact:before": CompactBeforeContext;
   "session:compact:after": CompactAfterContext;
+  "agent:world_joined": EnvironmentContext;
+  "agent:world_connected": EnvironmentContext;
+  "agent:world_left": EnvironmentContext;
+  "agent:room_joined": EnvironmentContext;
+  "agent:room_left": EnvironmentContext;
+  "agent:entity_joined": EnvironmentContext;
+  "agent:entity_left": EnvironmentContext;
+  "agent:entity_updated": EnvironmentContext;
+  "message:deleted": MessageDeletedContext;
   "gateway:startup": GatewayStartupContext;
   "gateway:shutdown": GatewayShutdownContext;
   "message:transcribed": MessageEnrichedContext;
@@ -699,9 +738,9 @@ export type DecisionEventKey = keyof DecisionResults;
 
 /** How the gateway treats each event: the schema's contract, as data. */
 export const EVENTS = {
-  "message:received": { fired: true, reply: "sender", fields: ["from", "content", "channelId", "sessionKey", "timestamp", "conversationId", "messageId", "metadata"], mutable: ["content"], results: { content: "last", block: "first", reason: "first" }, stop: "block", openclaw: "message_received" },
-  "message:sending": { fired: true, reply: "nowhere", fields: ["to", "content", "channelId", "sessionKey"], mutable: ["content"], results: { content: "last", cancel: "first", reason: "first" }, stop: "cancel", openclaw: "message_sending" },
-  "message:sent": { fired: true, reply: "nowhere", fields: ["to", "content", "channelId", "sessionKey", "success", "timestamp", "reason", "error", "conversationId"], mutable: [], results: {}, stop: null, openclaw: "message_sent" },
+  "message:received": { fired: true, reply: "sender", fields: ["from", "content", "channelId", "sessionKey", "timestamp", "conversationId", "messageId", "metadata", "direction"], mutable: ["content"], results: { content: "last", block: "first", reason: "first" }, stop: "block", openclaw: "message_received" },
+  "message:sending": { fired: true, reply: "nowhere", fields: ["to", "content", "channelId", "sessionKey", "direction"], mutable: ["content"], results: { content: "last", cancel: "first", reason: "first" }, stop: "cancel", openclaw: "message_sending" },
+  "message:sent": { fired: true, reply: "nowhere", fields: ["to", "content", "channelId", "sessionKey", "success", "timestamp", "reason", "error", "conversationId", "direction"], mutable: [], results: {}, stop: null, openclaw: "message_sent" },
   "command": { fired: true, reply: "sender", fields: ["args", "senderId", "commandSource", "sessionEntry", "sessionId", "sessionFile", "previousSessionEntry"], mutable: [], results: {}, stop: null, openclaw: null },
   "session:start": { fired: true, reply: "sender", fields: ["sessionEntry", "sessionId", "sessionFile", "sessionKey", "reason"], mutable: [], results: {}, stop: null, openclaw: "session_start" },
   "session:end": { fired: true, reply: "sender", fields: ["sessionEntry", "sessionId", "sessionFile", "sessionKey", "reason"], mutable: [], results: {}, stop: null, openclaw: "session_end" },
@@ -731,6 +770,15 @@ export const EVENTS = {
   "agent:heartbeat_prompt_contribution": { fired: true, reply: "caller", fields: ["sessionKey", "sessionId", "runId", "modelProviderId", "modelId", "trigger", "channelId", "heartbeatName"], mutable: [], results: { prependContext: "join", appendContext: "join" }, stop: null, openclaw: "heartbeat_prompt_contribution" },
   "session:compact:before": { fired: true, reply: "caller", fields: ["sessionId", "missingSessionKey", "messageCount", "tokenCount", "messageCountOriginal", "tokenCountOriginal"], mutable: [], results: {}, stop: null, openclaw: null },
   "session:compact:after": { fired: true, reply: "caller", fields: ["sessionId", "missingSessionKey", "messageCount", "tokenCount", "compactedCount", "summaryLength", "tokensBefore", "tokensAfter", "firstKeptEntryId"], mutable: [], results: {}, stop: null, openclaw: null },
+  "agent:world_joined": { fired: true, reply: "caller", fields: ["sessionKey", "source", "roomId", "worldId", "worldName", "entityId", "metadata", "roomIds", "entityIds"], mutable: [], results: {}, stop: null, openclaw: null },
+  "agent:world_connected": { fired: true, reply: "caller", fields: ["sessionKey", "source", "roomId", "worldId", "worldName", "entityId", "metadata", "roomIds", "entityIds"], mutable: [], results: {}, stop: null, openclaw: null },
+  "agent:world_left": { fired: true, reply: "caller", fields: ["sessionKey", "source", "roomId", "worldId", "worldName", "entityId", "metadata", "roomIds", "entityIds"], mutable: [], results: {}, stop: null, openclaw: null },
+  "agent:room_joined": { fired: true, reply: "caller", fields: ["sessionKey", "source", "roomId", "worldId", "worldName", "entityId", "metadata", "roomIds", "entityIds"], mutable: [], results: {}, stop: null, openclaw: null },
+  "agent:room_left": { fired: true, reply: "caller", fields: ["sessionKey", "source", "roomId", "worldId", "worldName", "entityId", "metadata", "roomIds", "entityIds"], mutable: [], results: {}, stop: null, openclaw: null },
+  "agent:entity_joined": { fired: true, reply: "caller", fields: ["sessionKey", "source", "roomId", "worldId", "worldName", "entityId", "metadata", "roomIds", "entityIds"], mutable: [], results: {}, stop: null, openclaw: null },
+  "agent:entity_left": { fired: true, reply: "caller", fields: ["sessionKey", "source", "roomId", "worldId", "worldName", "entityId", "metadata", "roomIds", "entityIds"], mutable: [], results: {}, stop: null, openclaw: null },
+  "agent:entity_updated": { fired: true, reply: "caller", fields: ["sessionKey", "source", "roomId", "worldId", "worldName", "entityId", "metadata", "roomIds", "entityIds"], mutable: [], results: {}, stop: null, openclaw: null },
+  "message:deleted": { fired: true, reply: "caller", fields: ["sessionKey", "messageId", "from"], mutable: [], results: {}, stop: null, openclaw: null },
   "gateway:startup": { fired: true, reply: "nowhere", fields: ["gateway"], mutable: [], results: {}, stop: null, openclaw: "gateway_start" },
   "gateway:shutdown": { fired: true, reply: "nowhere", fields: ["reason", "restartExpectedMs"], mutable: [], results: {}, stop: null, openclaw: "gateway_stop" },
   "message:transcribed": { fired: false, reply: "nowhere", fields: ["body", "bodyForAgent", "transcript", "channelId", "sessionKey", "conversationId", "messageId", "senderId", "timestamp"], mutable: [], results: {}, stop: null, openclaw: null },
