@@ -48,6 +48,7 @@ from gatewayd.dispatcher import Dispatcher
 from gatewayd.hooks.engine import dispatching
 from gatewayd.hooks.events import MAX_ACTION, HookEvent, create_hook_event
 from gatewayd.hooks.outcomes import DispatchReport
+from gatewayd.hooks.registry import requested
 from gatewayd.hooks.results import log_text, reply_lines
 from gatewayd.hooks.schema import DIRECTIONS
 from gatewayd.journal.base import JournalError
@@ -237,6 +238,8 @@ class CommandRouter:
         parent = dispatching.get()  # set when a handler caused this (deliver / send)
         if parent is not None:
             event.chain = (*parent.chain, parent.key)
+        else:  # () unless a hook's process sent the request (its depth)
+            event.chain = requested.get()
         return event
 
     async def handle(self, msg: Inbound) -> Reply:

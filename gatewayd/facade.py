@@ -29,7 +29,7 @@ from gatewayd.commands import Inbound, parse_command
 from gatewayd.hooks.events import HookEvent, create_hook_event
 from gatewayd.hooks.outcomes import DispatchReport
 from gatewayd.hooks.records import agents_summary, hooks_listing
-from gatewayd.hooks.registry import cause_chain
+from gatewayd.hooks.registry import cause_chain, requested
 from gatewayd.hooks.results import reply_lines
 from gatewayd.hooks.schema import DIRECTIONS, spec_for
 from gatewayd.hooks.tester import test_hook
@@ -95,9 +95,12 @@ class GatewayFacade:
         channel: str = "internal",
         wait: bool = True,
         trace: bool = False,
+        depth: int = 0,
     ) -> Reply:
         """Handle an inbound message; the :class:`Reply` (lines, command, why it was blocked;
-        with ``trace``, the trace of every event it caused).
+        with ``trace``, the trace of every event it caused). ``depth``: how many events caused
+        it in a hook's process (a request's ``depth``); its events count from there toward
+        ``hooks.maxDepth``.
 
         With ``wait=False`` the message is handled in the background and the reply has no
         lines: the form to use from inside a hook handler (waiting there on the same session
@@ -108,13 +111,19 @@ class GatewayFacade:
         gateway = self._gateway
         if gateway.queue.closed or gateway.state == "stopping":
             raise QueueClosed("the gateway is shutting down and takes no new messages")
-        cause_chain(gateway.config.settings.hooks.max_depth, session_key if wait else None)
-        msg = Inbound(session_key, text, sender_id, channel, trace)
-        if not wait:
-            gateway.start_soon(self._message_in_background, msg)
-            command = parse_command(text)
-            return Reply([], command.name if command else None)
-        reply = await gateway.router.handle(msg)
+        max_depth = gateway.config.settings.hooks.max_depth
+        chain = cause_chain(max_depth, session_key if wait else None, depth)
+        token = requested.set(chain) if depth else None  # the message's events carry it
+        try:
+            msg = Inbound(session_key, text, sender_id, channel, trace)
+            if not wait:
+                gateway.start_soon(self._message_in_background, msg)
+                command = parse_command(text)
+                return Reply([], command.name if command else None)
+            reply = await gateway.router.handle(msg)
+        finally:
+            if token is not None:
+                requested.reset(token)
         if trace:
             reply.trace = self._trace(reply.traced)
         return reply
@@ -135,8 +144,10 @@ class GatewayFacade:
         *,
         wait: bool = True,
         trace: bool = False,
+        depth: int = 0,
     ) -> Reply | None:
         """Post ``type:action`` for ``session_key``; ``None`` once queued when not ``wait``.
+        ``depth``: as :meth:`message`'s.
 
         Waited: the handlers' lines, and their merged ``result`` when there is one. A decision
         event (one with results, e.g. ``agent:before_tool_call``) always has a ``result`` and
@@ -144,41 +155,48 @@ class GatewayFacade:
         ``timed_out``. ``trace`` (needs ``wait``) adds the event's trace.
         """
         if not wait:
-            commit = await self.enter_trigger(key, session_key, context)
+            commit = await self.enter_trigger(key, session_key, context, depth=depth)
             if commit is not None:
                 await commit.wait()
             return None
-        dispatch = await self.submit_trigger(key, session_key, context, trace=trace)
+        dispatch = await self.submit_trigger(key, session_key, context, trace=trace, depth=depth)
         try:
             return await dispatch.reply()
         finally:
             dispatch.release()
 
     async def enter_trigger(
-        self, key: str, session_key: str, context: dict[str, Any]
+        self, key: str, session_key: str, context: dict[str, Any], *, depth: int = 0
     ) -> Commit | None:
         """:meth:`trigger` without ``wait``, up to the commit: returns once the event is in the
         queue (in the order entered), with the commit to await before it counts as accepted
         (None: it is already)."""
-        event = self._posted(key, session_key, context, wait=False)
+        event = self._posted(key, session_key, context, wait=False, depth=depth)
         return await self._gateway.queue.enter(event)
 
     async def submit_trigger(
-        self, key: str, session_key: str, context: dict[str, Any], *, trace: bool = False
+        self,
+        key: str,
+        session_key: str,
+        context: dict[str, Any],
+        *,
+        trace: bool = False,
+        depth: int = 0,
     ) -> TriggerDispatch:
         """:meth:`trigger` with ``wait``, up to the dispatch: returns once the event is in the
         queue (in the order submitted); ``reply()`` waits for the dispatch, ``release()`` once
         the reply is out."""
-        event = self._posted(key, session_key, context, wait=True)
+        event = self._posted(key, session_key, context, wait=True, depth=depth)
         event.trace = trace
         ticket = await self._gateway.queue.submit(event)
         return TriggerDispatch(ticket, partial(self._dispatched, key, session_key, ticket))
 
     def _posted(
-        self, key: str, session_key: str, context: dict[str, Any], *, wait: bool
+        self, key: str, session_key: str, context: dict[str, Any], *, wait: bool, depth: int
     ) -> HookEvent:
         gateway = self._gateway
-        chain = cause_chain(gateway.config.settings.hooks.max_depth, session_key if wait else None)
+        max_depth = gateway.config.settings.hooks.max_depth
+        chain = cause_chain(max_depth, session_key if wait else None, depth)
         etype, _, action = key.partition(":")
         # The gateway's own keys (cfg, workspaceDir, a message's direction) win over the
         # client's: a trigger cannot point a hook at another workspace.

@@ -21,6 +21,10 @@ CONFIG_ENV = "GATEWAYD_CONFIG"
 SOCKET_ENV = "GATEWAYD_GATEWAY__CONTROL__SOCKET"
 """The env override of ``gateway.control.socket`` (the client reads it without the config)."""
 CONFIG_NAME = "gatewayd.yaml"
+HOOK_DEPTH_ENV = "GATEWAYD_HOOK_DEPTH"
+"""Set in a command hook's environment: how deep in a cause chain an event the hook posts is
+(the handled event's depth plus one). The client sends it as a ``message``'s or ``trigger``'s
+``depth`` (``gatewayd.client.wire``), and the daemon counts it toward ``hooks.maxDepth``."""
 
 # The rules below work on strings (os.path): the client commands use them to find the control
 # socket, and importing pathlib would add ~5 ms to every ``gatewayd status``.

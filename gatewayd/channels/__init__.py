@@ -52,9 +52,11 @@ class ChannelHost(Protocol):
         channel: str,
         wait: bool = True,
         trace: bool = False,
+        depth: int = 0,
     ) -> Reply:
         """An inbound message: the reply (lines, command, why it was blocked; with ``trace``,
-        the trace of every event it caused)."""
+        the trace of every event it caused). ``depth``: the request's (how many events caused
+        it in a hook's process)."""
         ...
 
     async def trigger(
@@ -65,13 +67,14 @@ class ChannelHost(Protocol):
         *,
         wait: bool = True,
         trace: bool = False,
+        depth: int = 0,
     ) -> Reply | None:
         """Post ``type:action``: the reply (lines, ``result``, ``timed_out``; with ``trace``
         the event's trace) when ``wait``, else None once queued."""
         ...
 
     async def enter_trigger(
-        self, key: str, session_key: str, context: dict[str, Any]
+        self, key: str, session_key: str, context: dict[str, Any], *, depth: int = 0
     ) -> Commit | None:
         """``trigger`` without ``wait``, up to the commit: returns once the event is in the
         queue, in the order entered; ``await commit.wait()`` before telling the client it was
@@ -79,7 +82,13 @@ class ChannelHost(Protocol):
         ...
 
     async def submit_trigger(
-        self, key: str, session_key: str, context: dict[str, Any], *, trace: bool = False
+        self,
+        key: str,
+        session_key: str,
+        context: dict[str, Any],
+        *,
+        trace: bool = False,
+        depth: int = 0,
     ) -> Dispatch:
         """``trigger`` with ``wait``, up to the dispatch: returns once the event is in the
         queue, in the order submitted."""

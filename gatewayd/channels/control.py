@@ -55,6 +55,7 @@ from gatewayd.channels.protocol import (
 from gatewayd.channels.socketfile import SocketFile
 from gatewayd.channels.transport import TransportStream
 from gatewayd.config import ControlConfig
+from gatewayd.hooks.registry import HookLoopError
 from gatewayd.journal.base import Commit, JournalError
 from gatewayd.replies import ReloadReply, Reply
 from gatewayd.triggers import QueueClosed, QueueFull
@@ -124,6 +125,8 @@ def _failure(req_id: Any, op: str, exc: BaseException) -> dict[str, Any]:
         return error(req_id, "shutting_down", str(exc))
     if isinstance(exc, QueueFull | JournalError):  # the event was not accepted
         return error(req_id, exc.code, str(exc))
+    if isinstance(exc, HookLoopError):  # the request's depth reached hooks.maxDepth
+        return error(req_id, "hook_loop", str(exc))
     log.error("control.op_failed", op=op, error=str(exc), exc_info=exc)
     return error(req_id, "internal", f"{type(exc).__name__}: {exc}")
 
@@ -436,6 +439,7 @@ class ControlChannel:
             sender_id=args["senderId"],
             channel=args["channel"],
             trace=args["trace"],
+            depth=args["depth"],
         )
         out: dict[str, Any] = {"messages": reply.messages, "command": reply.command}
         if reply.blocked is not None:
@@ -447,13 +451,16 @@ class ControlChannel:
 
     async def _op_trigger(self, args: dict[str, Any]) -> dict[str, Any] | Commit | Dispatch:
         event, key, context = args["event"], args["sessionKey"], args["context"]
+        depth = args["depth"]
         if args["wait"]:
-            return await self.host.submit_trigger(event, key, context, trace=args["trace"])
+            return await self.host.submit_trigger(
+                event, key, context, trace=args["trace"], depth=depth
+            )
         if args["trace"]:
             raise RequestError(
                 "bad_request", "'trace: true' needs the dispatch: drop 'wait: false'"
             )
-        commit = await self.host.enter_trigger(event, key, context)
+        commit = await self.host.enter_trigger(event, key, context, depth=depth)
         return _QUEUED if commit is None else commit
 
     async def _op_reload(self, args: dict[str, Any]) -> dict[str, Any]:

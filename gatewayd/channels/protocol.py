@@ -184,6 +184,18 @@ def _event_key(key: str) -> str:
 
 
 SESSION_KEY = Field("sessionKey", (str,), check=_non_empty)
+
+
+def _depth(value: int) -> int:
+    if value < 0:
+        raise RequestError("bad_request", f"field 'depth' must be 0 or more, got {value}")
+    return value
+
+
+DEPTH = Field("depth", (int,), 0, check=_depth)
+"""How many events caused the request in a hook's process (a command hook's ``gatewayd
+trigger`` sends its ``$GATEWAYD_HOOK_DEPTH``): the request's events count toward
+``hooks.maxDepth`` from there."""
 TRACE = Field("trace", (bool,), False)
 """``trace: true``: the reply carries each handler's outcome (message and trigger)."""
 CHANNEL = "control"
@@ -230,6 +242,7 @@ OPS: dict[str, Op] = {
             Field("senderId", (str,), "control"),
             Field("channel", (str,), CHANNEL),
             TRACE,
+            DEPTH,
         )
     ),
     "trigger": Op(
@@ -239,6 +252,7 @@ OPS: dict[str, Op] = {
             Field("context", (dict,), {}),
             Field("wait", (bool,), True),
             TRACE,
+            DEPTH,
         )
     ),
     # The trigger journal (gatewayd events); gatewayd.journal.requests checks the combination.

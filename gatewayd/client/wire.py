@@ -10,6 +10,7 @@ Standard library only: the command line's client commands import it.
 from __future__ import annotations
 
 import json
+import os
 
 from gatewayd import __version__
 from gatewayd.client.errors import (
@@ -22,6 +23,7 @@ from gatewayd.client.errors import (
     UnsupportedProtocol,
     daemon_error,
 )
+from gatewayd.paths import HOOK_DEPTH_ENV
 
 TYPE_CHECKING = False  # typing's, without importing typing (`gatewayd status`: see exits.py)
 if TYPE_CHECKING:
@@ -36,10 +38,37 @@ MAX_LINE = 1 << 20
 CONNECT_TIMEOUT_S = 5.0
 
 
+CAUSING_OPS = frozenset({"message", "trigger"})
+"""The ops whose events a hook's process may cause: they carry its ``depth``."""
+
+
+def hook_depth() -> int:
+    """``$GATEWAYD_HOOK_DEPTH``: set when this process is a command hook's (or runs under one),
+    how deep the events it causes are; 0 elsewhere. A value that is no whole number of 0 or
+    more raises :class:`BadRequest` naming it."""
+    raw = os.environ.get(HOOK_DEPTH_ENV)
+    if raw is None or not raw.strip():
+        return 0
+    try:
+        depth = int(raw)
+    except ValueError:
+        depth = -1
+    if depth < 0:
+        raise BadRequest(
+            f"{HOOK_DEPTH_ENV}={raw!r} is not a depth (a whole number, 0 or more): gatewayd sets "
+            "it for the command hooks it runs; unset it, or leave it as the daemon set it"
+        )
+    return depth
+
+
 def encode(req_id: int, op: str, fields: dict[str, Any]) -> bytes:
     """One request line. A line over :data:`MAX_LINE` raises :class:`BadRequest` unsent (the
     daemon would discard it and answer without its id); a value JSON cannot carry (NaN, an
-    object) raises ``ValueError``/``TypeError``."""
+    object) raises ``ValueError``/``TypeError``. A ``message`` or ``trigger`` sent from a
+    command hook's process carries its :func:`hook_depth` (unless ``fields`` gives one), so
+    the events a hook causes through the client count toward ``hooks.maxDepth``."""
+    if op in CAUSING_OPS and "depth" not in fields and (depth := hook_depth()):
+        fields = {**fields, "depth": depth}
     line = json.dumps({"id": req_id, "op": op, **fields}, allow_nan=False).encode()
     if len(line) > MAX_LINE:
         raise BadRequest(

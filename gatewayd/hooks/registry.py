@@ -26,6 +26,7 @@ hook that a scoped hook of the same plain name replaces there.
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import weakref
 from collections.abc import Awaitable, Callable, Container, Iterable, Sequence
@@ -50,14 +51,31 @@ class HookLoopError(RuntimeError):
     from its own session's dispatcher (a deadlock)."""
 
 
-def cause_chain(max_depth: int, waits_on: str | None) -> tuple[str, ...]:
-    """The causal chain of an event posted now: empty outside a handler, else the handling
-    event's chain plus its key. Raises :class:`HookLoopError` when that chain reaches
-    ``max_depth`` or when ``waits_on`` (the session a caller will wait on) is the session of
-    the event being handled."""
+HOOK_PROCESS = "(a hook's process)"
+"""What a request's cause chain names each event by that caused it from another process: a
+command hook that runs ``gatewayd trigger`` sends only how deep it is (``depth``)."""
+
+requested: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("requested", default=())
+"""The cause chain of the request being served, when a hook's process sent it (its ``depth``):
+the events of that request (a ``message``'s too) carry it, so they count toward
+``hooks.maxDepth`` as the events a handler posts in the daemon do."""
+
+
+def cause_chain(max_depth: int, waits_on: str | None, depth: int = 0) -> tuple[str, ...]:
+    """The causal chain of an event posted now: the handling event's chain plus its key inside
+    a handler; outside one, the request's (``depth`` events caused it, in a hook's process).
+    Raises :class:`HookLoopError` when that chain reaches ``max_depth`` or when ``waits_on``
+    (the session a caller will wait on) is the session of the event being handled."""
     parent = dispatching.get()
     if parent is None:
-        return ()
+        chain = (HOOK_PROCESS,) * depth if depth > 0 else requested.get()
+        if len(chain) >= max_depth:
+            raise HookLoopError(
+                f"hooks.maxDepth ({max_depth}) reached: a hook's process sent this request "
+                f"{len(chain)} events deep (GATEWAYD_HOOK_DEPTH={len(chain)}); a command hook "
+                "keeps causing the events it handles (check its gatewayd trigger/send calls)"
+            )
+        return chain
     chain = (*parent.chain, parent.key)
     if len(chain) >= max_depth:
         raise HookLoopError(

@@ -26,6 +26,7 @@ from gatewayd.hooks.events import HookEvent, encode_event
 from gatewayd.hooks.handlers import Handler
 from gatewayd.hooks.results import merge_result
 from gatewayd.hooks.stats import error_location, exc_text, running, thread_hook
+from gatewayd.paths import HOOK_DEPTH_ENV
 
 log = structlog.get_logger("gatewayd.hooks")
 
@@ -281,6 +282,9 @@ async def run_command(handler: Handler, event: HookEvent, timeout_s: float) -> O
         "ELIZA_HOOK_NAME": handler.hook,
         "ELIZA_EVENT": event.key,
         "ELIZA_SESSION_KEY": event.session_key,
+        # An event the hook posts (gatewayd trigger / send) is one deeper than this one: the
+        # client sends it as the request's depth, which counts toward hooks.maxDepth.
+        HOOK_DEPTH_ENV: str(len(event.chain) + 1),
     }
     payload = encode_event(event, default=str)[0].encode() + b"\n"
     stdout, stderr = bytearray(), bytearray()
