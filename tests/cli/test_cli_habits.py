@@ -307,8 +307,10 @@ def test_bash_completion(run_cli: RunCli, tmp_path: Path) -> None:
 
 # A real interactive zsh in a pseudo-terminal (zsh's own zpty module): the script is eval'ed
 # after compinit as ~/.zshrc would, each case is typed and completed with Tab, and what zsh
-# lists (or completes in place, when one candidate is left) is read back. Each case ends with a
-# command that prints END, so reading waits for zsh itself, not for a clock.
+# lists (or completes in place, when one candidate is left) is read back. zsh skips redrawing
+# the line while more keys are waiting, so the keys that clear the line go only once its output
+# after the Tab has settled (0.3 s without a byte, at most 20 s); each case then ends with a
+# command that prints END, so reading waits for zsh itself.
 ZSH_COMPLETE = r"""
 zmodload zsh/zpty
 zpty z zsh -f -i
@@ -317,9 +319,14 @@ zpty -w z "PS1='> '; autoload -U compinit && compinit -u -D; eval \"\$(<SCRIPT)\
 zpty -r z line '*READY*'
 for case in CASES; do
   zpty -w -n z "$case"$'\t'
+  out= quiet=0 waited=0
+  while (( quiet < 6 && waited < 400 )); do
+    if zpty -r -t z chunk; then out+=$chunk; quiet=0
+    else sleep 0.05; (( waited++ )); [[ $out == *${case[-2,-1]}* ]] && (( quiet++ )); fi
+  done
   zpty -w z $'\C-u'"print E''ND"
-  zpty -r z out '*END*'
-  print -r -- "<CASE>$out"
+  zpty -r z rest '*END*'
+  print -r -- "<CASE>$out$rest"
 done
 zpty -d z
 """
