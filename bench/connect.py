@@ -7,12 +7,16 @@ runs every variant once, in turn, so that load on the machine hits them alike:
 
 ``pipeline``  one connection sends ``COUNT`` ``trigger`` requests (``wait: false``, one
               session) without waiting for the replies; the rate is from the first request
-              sent to the last reply read. Through a raw socket (``bench/rawsocket.py``) to
+              encoded to the last reply read. Through a raw socket (``bench/rawsocket.py``) to
               each daemon, and through the TypeScript client (its driver,
               ``clients/typescript/bench/driver.mjs``) to the durable one.
 ``roundtrip`` ``message`` requests one after another on one connection, each timed from its
               send to its reply (the p50), to the durable daemon: the raw socket and the
               TypeScript client.
+
+Before each client runs, its daemon has dispatched every event it took (``status``: queue
+depth 0), so no client is measured against the events the one before it left; odd rounds run
+the clients in the other order, so neither always comes first after the other.
 
 Targets: the durable journal >= 0.5x the in-memory queue (one connection pipelining); the
 TypeScript client >= 0.8x the raw socket (pipelining) and its round trip p50 <= 1.3x.
@@ -24,6 +28,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,6 +53,8 @@ EVENT = "command:work"
 TYPESCRIPT = REPO / "clients" / "typescript"
 DRIVER = TYPESCRIPT / "bench" / "driver.mjs"
 NODE_TIMEOUT_S = 300
+SETTLE_S = 30
+"""How long a daemon may take to dispatch what the last client posted before the next runs."""
 
 
 def node() -> str | None:
@@ -103,6 +110,23 @@ def grouped(daemon: Daemon, measure: Callable[[], dict[str, Any]]) -> dict[str, 
     return {**result, "events_per_commit": (after_events - events) / made if made else 0.0}
 
 
+def settled(daemon: Daemon) -> Daemon:
+    """``daemon``, once every event it took is dispatched (queue depth 0, within
+    :data:`SETTLE_S`)."""
+    deadline = time.monotonic() + SETTLE_S
+    while time.monotonic() < deadline:
+        if not daemon.request({"id": 1, "op": "status"})["status"]["queue"]["depth"]:
+            break
+        time.sleep(0.05)
+    return daemon
+
+
+def in_turn(runs: dict[str, Callable[[], dict[str, Any]]], flip: bool) -> dict[str, Any]:
+    """Each of ``runs`` once, in order (reversed when ``flip``); their results by name."""
+    names = list(runs)
+    return {name: runs[name]() for name in (reversed(names) if flip else names)}
+
+
 def typescript(daemon: Daemon, mode: str, count: int) -> dict[str, Any]:
     exe = node()
     assert exe is not None
@@ -130,15 +154,19 @@ def run(scale: Scale) -> Section:
         for i in range(runs + 1):  # the first round warms both daemons up and is not counted
             progress(f"connect round {i}/{runs}: pipelining {count:,} triggers, {trips:,} trips")
             rounds: dict[str, Callable[[], dict[str, Any]]] = {
-                "memory": lambda: raw(memory, "pipeline", count),
-                "durable": lambda: grouped(durable, lambda: raw(durable, "pipeline", count)),
+                "memory": lambda: raw(settled(memory), "pipeline", count),
+                "durable": lambda: grouped(
+                    durable, lambda: raw(settled(durable), "pipeline", count)
+                ),
+            }
+            trips_of: dict[str, Callable[[], dict[str, Any]]] = {
+                "raw": lambda: raw(settled(durable), "roundtrip", trips)
             }
             if not_ready is None:
-                rounds["ts"] = lambda: typescript(durable, "pipeline", count)
-            results = {name: fn() for name, fn in rounds.items()}
-            trip = {"raw": raw(durable, "roundtrip", trips)}
-            if not_ready is None:
-                trip["ts"] = typescript(durable, "roundtrip", trips)
+                rounds["ts"] = lambda: typescript(settled(durable), "pipeline", count)
+                trips_of["ts"] = lambda: typescript(settled(durable), "roundtrip", trips)
+            results = in_turn(rounds, flip=i % 2 == 1)
+            trip = in_turn(trips_of, flip=i % 2 == 1)
             if i == 0:
                 continue
             for name, result in results.items():
