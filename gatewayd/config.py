@@ -50,6 +50,7 @@ from gatewayd.config_env import (
     variable_for,
 )
 from gatewayd.hooks.agents import DEFAULT_AGENT, AgentsSpec, entry_for
+from gatewayd.hooks.eligibility import OPENCLAW_SECTIONS
 from gatewayd.hooks.spec import (
     AgentConfigSpec,
     EntrySpec,
@@ -477,11 +478,15 @@ class Config:
         state: Path,
         ignored: tuple[str, ...] = (),
         enabled_key: str = "hooks.enabled",
+        requirements: Mapping[str, Any] | None = None,
     ) -> None:
         self.settings = settings
         self.source = source
         self.ignored = ignored
         """Keys of the file that belong to other OpenClaw features, accepted and ignored."""
+        self.requirements: Mapping[str, Any] = MappingProxyType(dict(requirements or {}))
+        """OpenClaw's own sections as the file wrote them (:data:`OPENCLAW_SECTIONS`), read only
+        for hooks' ``requires.config``."""
         self.enabled_key = enabled_key
         """Where the file wrote the hooks switch (``hooks.internal.enabled`` or
         ``hooks.enabled``)."""
@@ -575,6 +580,8 @@ class Config:
             data=agent.data,
             source=str(agent.path) if agent.path else None,
             error=agent.error,
+            written=self.requirements,
+            written_in=self.source_label,
         )
 
 
@@ -617,6 +624,10 @@ OPENCLAW_HOOK_KEYS = frozenset(
 IGNORED_NOTE = (
     "accepted for OpenClaw/Milady configs and not used: gatewayd runs internal hooks only "
     "(no webhooks, no install records)"
+)
+
+REQUIREMENTS_NOTE = (
+    "OpenClaw's; read only for hooks' requires.config (gatewayd itself does not use it)"
 )
 
 
@@ -796,6 +807,8 @@ def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
     source = str(path) if path else "built-in defaults"
     if problems := unknown_sections(Settings) + json_problems(Settings):
         raise ConfigError(source, problems)  # pydantic-settings would name only the section
+    requirements = {key: raw[key] for key in OPENCLAW_SECTIONS if key in raw}
+    raw = {key: value for key, value in raw.items() if key not in requirements}
     folded = fold_internal(raw)
     agents_raw, agents_ignored = fold_agents(folded.raw)
     try:
@@ -815,7 +828,14 @@ def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
     if problems := _nested_too_deeply(settings.hooks.entries):
         raise ConfigError(source, problems)
     enabled_key = "hooks.internal.enabled" if "enabled" in folded.from_internal else "hooks.enabled"
-    config = Config(settings, path, state_dir(), folded.ignored + agents_ignored, enabled_key)
+    config = Config(
+        settings,
+        path,
+        state_dir(),
+        folded.ignored + agents_ignored,
+        enabled_key,
+        requirements,
+    )
     if problems := _shared_hook_dirs(config):
         raise ConfigError(source, problems)
     return config

@@ -13,7 +13,7 @@ import argparse
 import yaml
 
 from gatewayd.cli.common import dump_json, load_config_or_exit
-from gatewayd.config import IGNORED_NOTE, ConfigError, load_config
+from gatewayd.config import IGNORED_NOTE, REQUIREMENTS_NOTE, ConfigError, load_config
 from gatewayd.exits import EXIT_CONFIG, print_config_error
 
 
@@ -52,10 +52,13 @@ def cli_config_check(args: argparse.Namespace) -> int:
                 "source": config.source_label,
                 "errors": [],
                 "ignored": list(config.ignored),
+                "requirementsOnly": sorted(config.requirements),
             }
         )
     else:
         print(f"config OK: {config.source_label}")
         for key in config.ignored:
             print(f"ignored: {key}: {IGNORED_NOTE}")
+        for key in sorted(config.requirements):
+            print(f"requirements only: {key}: {REQUIREMENTS_NOTE}")
     return 0

@@ -6,9 +6,10 @@ least one), ``requires.env`` (non-empty in the process env or in ``hooks.entries
 and ``requires.config`` (the dot path is truthy: ``0``, ``""``, ``false``, an empty list or
 map, and a missing key all fail). Config paths are looked up in the right tree: gatewayd's own
 keys in its effective config, with ``hooks.internal.<x>`` read as ``hooks.<x>`` (as the config
-itself folds it); any other key in the agent's own config file (``agent.configFile``), with a
-reason that says which file was read, or that none is configured. ``os`` names are Node's
-(``freebsd``, ``openbsd``, ...). Each failure is one reason string,
+itself folds it); a key of OpenClaw's own sections (:data:`OPENCLAW_SECTIONS`) where
+gatewayd's config file wrote that section, else, as any other key, in the agent's own config
+file (``agent.configFile``), with a reason that says which file was read, or that none is.
+``os`` names are Node's (``freebsd``, ``openbsd``, ...). Each failure is one reason string,
 worded exactly as ``hooks list --verbose`` shows it, and the missing names are also broken down
 by kind for ``--json``.
 
@@ -31,6 +32,57 @@ from gatewayd.hooks.metadata import NO_REQUIREMENTS, HookManifest
 from gatewayd.hooks.spec import AgentConfigSpec, EntrySpec
 
 MISSING_KINDS = ("bins", "anyBins", "env", "config", "os")
+
+OPENCLAW_SECTIONS = frozenset(
+    {
+        "$schema",
+        "meta",
+        "env",
+        "wizard",
+        "diagnostics",
+        "update",
+        "telemetry",
+        "browser",
+        "ui",
+        "secrets",
+        "auth",
+        "accessGroups",
+        "acp",
+        "models",
+        "nodeHost",
+        "worktreeRoot",
+        "worktreeAcceleration",
+        "tools",
+        "security",
+        "bindings",
+        "broadcast",
+        "attachments",
+        "messages",
+        "tts",
+        "commands",
+        "approvals",
+        "session",
+        "cron",
+        "transcripts",
+        "channels",
+        "discovery",
+        "talk",
+        "cloudWorkers",
+        "desktop",
+        "memory",
+        "mcp",
+        "skills",
+        "plugins",
+        "surfaces",
+        "proxy",
+    }
+)
+"""The top-level keys of OpenClaw 2026.9.6's config (its ``OpenClawSchema``) that are none of
+gatewayd's sections (``gateway``, ``hooks``, ``logging`` and ``agents`` are both, and read as
+gatewayd's). Written in gatewayd.yaml they are taken as they are, unchecked, and read only for
+hooks' ``requires.config`` (``browser.enabled``, ``channels.telegram``, ``plugins.entries.x``):
+what an OpenClaw user's hooks require is met where they write gatewayd's config. Any other
+unknown top-level key is still refused (a misspelt section must not pass unnoticed)."""
 
 OWN_ROOTS = frozenset({"gateway", "workspace", "hooks", "logging", "agent"})
 """The top-level keys of gatewayd's own config: ``requires.config`` paths under them are
@@ -220,7 +272,12 @@ class EligibilityChecker:
         agent: AgentConfigSpec | None = None,
     ) -> None:
         self._effective = effective
-        self._agent = agent or AgentConfigSpec()
+        self._agent = agent = agent or AgentConfigSpec()
+        self._requirements: Mapping[str, Any] = (
+            {**agent.data, **agent.written} if agent.written else agent.data
+        )
+        """What non-gatewayd ``requires.config`` paths are looked up in: the agent's config
+        file, each section written in gatewayd's own config instead where it is."""
         self._environ = os.environ if environ is None else environ
         self._path = self._environ.get("PATH", os.defpath)
         self._platform = current_platform(platform or sys.platform)
@@ -277,12 +334,19 @@ class EligibilityChecker:
                 return None
             return f"Config missing: {dotted}"
         agent = self._agent
-        if config_path_met(agent.data, dotted):
+        if config_path_met(self._requirements, dotted):
             return None
+        if root in agent.written:
+            return f"Config missing: {dotted} (not set, or false, in {agent.written_in})"
         if agent.source is None:
+            here = (
+                f"write OpenClaw's {root} section in gatewayd.yaml, or "
+                if (root in OPENCLAW_SECTIONS)
+                else ""
+            )
             return (
-                f"Config missing: {dotted} (not a gatewayd key; set agent.configFile to the "
-                "agent's config file, e.g. ~/.openclaw/openclaw.json, to read it from there)"
+                f"Config missing: {dotted} (not a gatewayd key; {here}set agent.configFile to "
+                "the agent's config file, e.g. ~/.openclaw/openclaw.json, to read it from there)"
             )
         if agent.error is not None:
             return f"Config missing: {dotted} ({agent.error})"

@@ -81,6 +81,11 @@ class AgentConfigSpec:
     source: str | None = None
     """The file read; ``None`` when ``agent.configFile`` is not set."""
     error: str | None = None
+    written: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    """OpenClaw's sections written in gatewayd's own config file (``browser``, ``channels``,
+    ...): read first, each section in place of the agent file's."""
+    written_in: str = "gatewayd.yaml"
+    """Where :attr:`written` came from (for the reasons a requirement is unmet)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,6 +105,7 @@ def test_json_of_the_config_commands(run_cli: RunCli, state_dir: Path) -> None:
         "source": "built-in defaults",
         "errors": [],
         "ignored": [],
+        "requirementsOnly": [],
     }
     (state_dir / "gatewayd.yaml").write_text("gateway: {queue: {capacity: 0}}\n")
     bad = run_cli("config", "check", "--json")

@@ -22,6 +22,7 @@ import pytest
 
 import gatewayd.paths
 from gatewayd.config import load_config
+from gatewayd.hooks.eligibility import OPENCLAW_SECTIONS
 from gatewayd.hooks.loader import HookLoader, LoadResult
 from gatewayd.hooks.node.loading import check_node_hooks
 from tests.openclaw import reference
@@ -80,14 +81,18 @@ def corpus() -> Iterator[tuple[Path, dict[str, dict[str, Any]]]]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def gatewayd_build(root: Path, case: Case, monkeypatch: pytest.MonkeyPatch) -> LoadResult:
-    """gatewayd's load of the case, as ``hooks check`` does it."""
+def gatewayd_build(
+    root: Path, case: Case, monkeypatch: pytest.MonkeyPatch, *, inline: bool = False
+) -> LoadResult:
+    """gatewayd's load of the case, as ``hooks check`` does it: OpenClaw's config read through
+    ``agent.configFile``, or (``inline``) its sections written in gatewayd.yaml itself."""
     config = case.openclaw_config(root)
-    (root / "openclaw.json").write_text(json.dumps(config), encoding="utf-8")
-    ours = {
-        "workspace": {"dir": str(root / "workspace")},
-        "agent": {"configFile": str(root / "openclaw.json")},
-    }
+    ours: dict[str, Any] = {"workspace": {"dir": str(root / "workspace")}}
+    if inline:
+        ours.update({k: v for k, v in config.items() if k in OPENCLAW_SECTIONS})
+    else:
+        (root / "openclaw.json").write_text(json.dumps(config), encoding="utf-8")
+        ours["agent"] = {"configFile": str(root / "openclaw.json")}
     if "hooks" in config:
         ours["hooks"] = config["hooks"]
     (root / "gatewayd.yaml").write_text(json.dumps(ours), encoding="utf-8")
@@ -130,6 +135,27 @@ def test_gatewayd_decides_as_openclaw(
     assert not differences, "\n".join(
         [f"gatewayd disagrees with OpenClaw on {case.id}:", *differences]
     )
+
+
+INLINE = [case for case in CASES if set(case.config) & OPENCLAW_SECTIONS]
+"""The cases whose config has OpenClaw sections besides ``hooks`` (``tools``, ``browser``)."""
+
+
+@pytest.mark.parametrize("case", INLINE, ids=[case.id for case in INLINE])
+def test_openclaw_keys_written_in_gatewayd_yaml_decide_as_in_openclaws_config(
+    case: Case,
+    corpus: tuple[Path, dict[str, dict[str, Any]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An OpenClaw user writes ``browser: {enabled: false}`` or ``tools: ...`` in gatewayd.yaml
+    (no agent.configFile): accepted, and hooks' requirements judged on it as OpenClaw does."""
+    base, answers = corpus
+    root = case_root(base, case)
+    result = gatewayd_build(root, case, monkeypatch, inline=True)
+    ours, _ = gatewayd_verdicts(result.records)
+    differences = disagreements(openclaw_verdicts(answers[case.id]), ours, str(root))
+    if not case.deliberate:
+        assert not differences, "\n".join([f"{case.id} with the keys inline:", *differences])
 
 
 def test_every_deliberate_difference_is_shown_by_a_case() -> None:
