@@ -1,4 +1,4 @@
-"""Bundled hooks under load: every command written by command-logger (issue 18).
+"""Bundled hooks under load: every command written by command-logger.
 
 A real ``gatewayd run`` with the default config (bundled hooks on, no other hook) takes 32
 closed-loop clients (``bench/loadgen.py``), each sending ``/ping`` as a ``message`` on its own
@@ -8,7 +8,7 @@ of one event-loop turn in one ``O_APPEND`` write under its lock). Run with the d
 (the default) and, as a second daemon on its own state dir, with the in-memory queue; the
 minimal daemon answers the same load as the floor of the socket round trip.
 
-Target (issue 18): >= 5,000 commands/s on this machine, with no line lost or torn. After the
+Target: >= 5,000 commands/s on this machine, with no line lost or torn. After the
 rounds every log file (``commands.log`` and its rotations) is read: each line must be a JSON
 object naming the ``ping`` action, and there must be exactly one line per answered request,
 warm-up included (the load generator counts them; a later ``ping`` op makes the daemon end the
@@ -29,7 +29,7 @@ from bench.process import Daemon, gatewayd, minimal
 from bench.workload import env_for, make_state, write_config
 
 TARGET = 5000.0
-"""Commands a second with command-logger writing every one (issue 18)."""
+"""Commands a second with command-logger writing every one."""
 TEXT = "/ping"
 
 

@@ -13,7 +13,7 @@ the ``message`` op ``/ping`` without and with the rewrite hook (what one ``messa
 rewrite adds to a reply), the ``trigger`` op ``agent:before_tool_call`` with 1 and 10 hooks (the
 round trip an agent runtime pays before each tool call), and the same line sent to
 ``reference/minimal_daemon.py`` (the floor of the socket round trip on this stack).
-Target (issue 14): a decision's p99 under 5 ms with no-op hooks.
+Target: a decision's p99 under 5 ms with no-op hooks.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ process) runs 32 closed-loop clients, one connection and one session each.
 Baseline, same run, same load generator: ``reference/minimal_daemon.py``, a uvloop process that
 parses each JSON line and answers a fixed 3-line reply (the floor of the socket round trip on
 this stack). The daemon runs with the durable journal (the default) and, as a second daemon on
-its own state dir, with ``gateway.queue.journal: memory``; targets (issue 18): throughput
+its own state dir, with ``gateway.queue.journal: memory``; targets: throughput
 >= 0.5x the minimal daemon's, p99 <= 2.5x its p99.
 
 The durable journal commits each message's ``message:received`` (``synchronous=FULL``) before
@@ -59,9 +59,9 @@ CLIENTS = 32
 SLOW_MS = 50
 MEMORY_JOURNAL = {"gateway": {"queue": {"journal": "memory"}}}
 RATE_TARGET = 0.5
-"""Throughput target: at least this share of the minimal daemon's (issue 18)."""
+"""Throughput target: at least this share of the minimal daemon's."""
 P99_TARGET = 2.5
-"""p99 target: at most this multiple of the minimal daemon's p99 (issue 18)."""
+"""p99 target: at most this multiple of the minimal daemon's p99."""
 COMMITS = 100
 """Commits (and fdatasyncs) timed between rounds."""
 
@@ -294,7 +294,7 @@ def run(scale: Scale) -> Section:
         )
     )
     # The event loop is one thread; under this load it is busy most of the time, so its CPU a
-    # message is what the throughput follows (bench/NOTES.md, issue 18, session 9).
+    # message is what the throughput follows.
     section.add(
         Figure(
             "minimal.loop_us",

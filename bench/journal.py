@@ -1,4 +1,4 @@
-"""Benchmark: the durable trigger queue (issue 15) against the in-memory queue and bare SQLite.
+"""Benchmark: the durable trigger queue against the in-memory queue and bare SQLite.
 
 Dispatch rate, in one uvloop process, interleaved round by round: ``PRODUCERS`` tasks each post
 their share of ``message:received`` events over 64 sessions to a no-op handler, through
@@ -91,7 +91,7 @@ def through_queue(events: int, journal: str, base: Path) -> Measure:
             # One event through before the clock starts: the durable journal's first write
             # waits for its writer process to start (~60 ms, once per daemon start; section 5
             # times the start), which is no part of the queue's rate: in a round of 20,480
-            # events it took a third of the time (bench/NOTES.md, issue 18, session 9).
+            # events it took a third of the time.
             ticket = await queue.submit(HookEvent("message", "received", keys[0]))
             await ticket.wait()
             ticket.release()
@@ -222,7 +222,7 @@ def run(scale: Scale) -> Section:
     runs = scale.pick(3, 1)
     events = scale.pick(20_480, 512)
     seconds, warmup = (3.0, 0.5) if not scale.smoke else (0.5, 0.2)
-    section = Section("journal", "Durable trigger queue: SQLite journal vs in-memory (issue 15)")
+    section = Section("journal", "Durable trigger queue: SQLite journal vs in-memory")
     with tempfile.TemporaryDirectory(prefix="gatewayd-bench-journal-", dir=Path.home()) as tmp:
         base = Path(tmp)
         variants = {
