@@ -10,11 +10,13 @@ under one root task group that owns every task. :meth:`Gateway.serve` reads top 
    a ``STATUS=`` line, then the dispatcher; the watcher; ``gateway.startupHookDelayMs`` later
    ``gateway:startup`` goes through the queue (once per process, never on reload);
 2. :meth:`~Gateway._main_loop`: serve until SIGTERM/SIGINT (or :meth:`Gateway.request_stop`);
-   SIGHUP reloads (:class:`~gatewayd.reloader.Reloader`);
-3. :meth:`~Gateway._shutdown`: ``STOPPING=1``, channels stop accepting, ``gateway:shutdown``
-   (bounded by ``gateway.shutdownTimeoutMs``), the queue drained (bounded by
-   ``gateway.drainTimeoutMs``), one canonical ``gateway.shutdown`` line. A second signal exits
-   at once with code 1.
+   SIGHUP reloads (:class:`~gatewayd.reloader.Reloader`); SIGUSR2 (OpenClaw's restart signal)
+   stops to restart in place (:attr:`Gateway.restarting`: ``gatewayd run`` then executes
+   itself again, same PID);
+3. :meth:`~Gateway._shutdown`: ``STOPPING=1`` (``RELOADING=1`` for a restart), channels stop
+   accepting, ``gateway:shutdown`` (then, for a restart, ``gateway:pre-restart``; each bounded by
+   ``gateway.shutdownTimeoutMs``), the queue drained (bounded by ``gateway.drainTimeoutMs``),
+   one canonical ``gateway.shutdown`` line. A second signal exits at once with code 1.
 
 Channels and hooks reach the gateway only through its facade (:mod:`gatewayd.facade`); the
 process around it (the loop, the exit) is the command's (:mod:`gatewayd.cli.run`).
@@ -23,6 +25,7 @@ process around it (the loop, the exit) is the command's (:mod:`gatewayd.cli.run`
 from __future__ import annotations
 
 import gc
+import math
 import os
 import signal
 import sys
@@ -34,6 +37,7 @@ import anyio.abc
 import structlog
 from anyio.abc import TaskStatus
 
+import gatewayd
 from gatewayd import __version__, guards
 from gatewayd.channels import ChannelError
 from gatewayd.channels.control import ControlChannel
@@ -59,6 +63,10 @@ log = structlog.get_logger("gatewayd")
 
 EARLY_TIMER_SLACK_S = 0.002
 """Added to a loop timer that fired early against the real clock (libuv caches its time)."""
+
+
+RESTART_SIGNAL = signal.SIGUSR2
+"""Stop to restart in place, as OpenClaw's gateway restarts on it."""
 
 
 class Gateway(GatewayParts):
@@ -100,13 +108,19 @@ class Gateway(GatewayParts):
         """The Prometheus endpoint (``gateway.metrics.listen``), once started."""
         self._stop = anyio.Event()
         self._stop_reason = ""
+        self.restarting = False
+        """The stop is a restart in place (SIGUSR2): ``gatewayd run`` executes itself again."""
+        self.ready_ms: float | None = None
+        """How long this process took from importing gatewayd to READY."""
         self._startup_scope: anyio.CancelScope | None = None
 
-    def request_stop(self, reason: str) -> None:
-        """Begin a graceful shutdown (what SIGTERM does); a no-op if one is under way."""
+    def request_stop(self, reason: str, *, restart: bool = False) -> None:
+        """Begin a graceful shutdown (what SIGTERM does; with ``restart``, what SIGUSR2 does:
+        the process then starts again in place); a no-op if one is under way."""
         if self._stop.is_set():
             return
         self._stop_reason = reason
+        self.restarting = restart
         self._stop.set()
         if self._startup_scope is not None:
             self._startup_scope.cancel()
@@ -201,6 +215,7 @@ class Gateway(GatewayParts):
         except ChannelError as exc:
             return self._fail_start(exc)
         startup_ms = round((time.monotonic() - self.started_at) * 1000, 1)
+        self.ready_ms = (time.monotonic() - gatewayd.STARTED) * 1000
         log.info(
             "channels.up",
             channels=[channel.describe() for channel in self.channels],
@@ -260,9 +275,17 @@ class Gateway(GatewayParts):
         await self._stop.wait()
 
     async def _watch_signals(self) -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        watched = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, RESTART_SIGNAL)
+        with anyio.open_signal_receiver(*watched) as signals:
             async for signum in signals:
                 name = signal.Signals(signum).name
+                if signum == RESTART_SIGNAL:
+                    if self._stop.is_set():
+                        log.info("restart.ignored", signal=name, state=self.state)
+                    else:
+                        log.info("gateway.signal", signal=name, restart=True)
+                        self.request_stop(name, restart=True)
+                    continue
                 if signum == signal.SIGHUP:
                     if self.state == "running":
                         self.start_soon(self.reloader.reload, name)
@@ -295,26 +318,44 @@ class Gateway(GatewayParts):
         sys.stderr.flush()
         guards.real_exit(EXIT_FAILED)  # not the guarded os._exit: this one is ours
 
+    def restart_expected_ms(self) -> int | None:
+        """``restartExpectedMs`` of ``gateway:shutdown``: ``None`` unless this stop restarts in
+        place; then the time this process took from importing gatewayd to READY (the restarted
+        one does all of it again: interpreter, imports, hooks, journal), at least 1 ms; what is
+        left of the drain comes on top. OpenClaw sets it only on a restart too (1500 there, a
+        constant)."""
+        if not self.restarting:
+            return None
+        return max(1, math.ceil(self.ready_ms or 0))
+
     async def _shutdown(self) -> None:
         reason = self._stop_reason or "request"
         self.state = "stopping"
         gw = self.config.settings.gateway
-        self.notifier.stopping(f"stopping on {reason}: draining {self.queue.depth} queued events")
-        log.info("shutdown.begin", reason=reason, queued=self.queue.depth)
+        restart_ms = self.restart_expected_ms()
+        if restart_ms is None:
+            draining = f"draining {self.queue.depth} queued events"
+            self.notifier.stopping(f"stopping on {reason}: {draining}")
+        else:  # the same process serves again: a reload, to systemd (then READY=1)
+            self.notifier.reloading()
+        log.info("shutdown.begin", reason=reason, queued=self.queue.depth, restart=self.restarting)
         for channel in self.channels:
             channel.stop_accepting()
         if self.load is not None:  # hooks were loaded: tell them
-            event = create_hook_event(
-                "gateway", "shutdown", "gateway:shutdown", {**self.bases(), "reason": reason}
-            )
-            with anyio.move_on_after(gw.shutdown_timeout_ms / 1000) as scope:
-                await self.dispatcher.dispatch(event, queued=False)
-            if scope.cancelled_caught:
-                log.warning(
-                    "shutdown.hooks_timeout",
-                    timeout_ms=gw.shutdown_timeout_ms,
-                    fix="make gateway:shutdown handlers faster or raise gateway.shutdownTimeoutMs",
-                )
+            context = {**self.bases(), "reason": reason, "restartExpectedMs": restart_ms}
+            actions = ("shutdown",) if restart_ms is None else ("shutdown", "pre-restart")
+            for action in actions:  # OpenClaw's order: pre-restart after shutdown
+                key = f"gateway:{action}"
+                event = create_hook_event("gateway", action, key, dict(context))
+                with anyio.move_on_after(gw.shutdown_timeout_ms / 1000) as scope:
+                    await self.dispatcher.dispatch(event, queued=False)
+                if scope.cancelled_caught:
+                    log.warning(
+                        "shutdown.hooks_timeout",
+                        event_key=key,
+                        timeout_ms=gw.shutdown_timeout_ms,
+                        fix=f"make {key} handlers faster or raise gateway.shutdownTimeoutMs",
+                    )
         left = await self.dispatcher.drain(gw.drain_timeout_ms / 1000)
         await self.journal.close()
         self.sessions.close()
@@ -334,6 +375,8 @@ class Gateway(GatewayParts):
         )
         if kept:
             summary += f" - {kept} kept in the journal"
+        if self.restarting:
+            summary += " - restarting"
         log.info(
             "gateway.shutdown",
             summary=summary,

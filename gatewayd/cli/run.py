@@ -2,24 +2,26 @@
 
 The server itself is :class:`gatewayd.server.Gateway`; this command owns the process around it:
 the command line's arguments, the event loop (uvloop, else asyncio), hook output capture, and
-the exit once the server returned its code. An invalid config lists every error and exits 78
-before any hook code runs.
+the exit once the server returned its code (or, after a SIGUSR2, the process executed anew). An
+invalid config lists every error and exits 78 before any hook code runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import structlog
 
 from gatewayd.cli.common import load_config_or_exit
 from gatewayd.config import Config
+from gatewayd.exits import EXIT_OK
 from gatewayd.hooks.capture import capture_hook_output
 from gatewayd.logging import LogFormat, configure_from, configure_logging
 from gatewayd.server import Gateway
@@ -59,7 +61,23 @@ def run_daemon(
         config, config_arg=config_arg, log_overrides=log_overrides, loop_name=loop_name
     )
     with capture_hook_output():
-        return run_gateway(gateway)
+        code = run_gateway(gateway)
+    if gateway.restarting and code == EXIT_OK:
+        restart_in_place()
+    return code
+
+
+def restart_in_place() -> NoReturn:
+    """Execute ``gatewayd`` again with this process's arguments (SIGUSR2): the same PID, so a
+    supervisor (systemd's ``MAINPID``) keeps it, and a fresh interpreter, so every module and
+    hook is imported anew. Every descriptor the daemon opened is close-on-exec (Python's
+    default): the socket's lock and the journal are released before the new run claims them."""
+    argv = [sys.executable, "-m", "gatewayd", *sys.argv[1:]]
+    log.info("gateway.restarting", argv=argv)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, argv)
 
 
 def run_gateway(gateway: Gateway) -> int:

@@ -275,12 +275,16 @@ class GatewayStartupContext(BaseContext, total=False):
 
 
 class GatewayShutdownContext(BaseContext, total=False):
-    """``gateway:shutdown``: on SIGTERM/SIGINT, before the queue drains (and OpenClaw's
-    ``gateway:pre-restart``)."""
+    """``gateway:shutdown``: on SIGTERM/SIGINT/SIGUSR2, before the queue drains; and
+    ``gateway:pre-restart`` after it when the stop restarts in place (SIGUSR2), as OpenClaw
+    fires both."""
 
     reason: str
+    """The signal (``SIGTERM``, ``SIGUSR2``, ...) or what requested the stop."""
     restartExpectedMs: int | None
-    """When a restart is expected, in how many ms; ``None`` when none is (always, here)."""
+    """When the process restarts in place (SIGUSR2), in how many ms it is expected to serve
+    again (the time this run took to start: ``Gateway.restart_expected_ms``); ``None`` on a plain
+    stop."""
 
 
 class Merge(Enum):
@@ -538,14 +542,7 @@ EVENTS: Mapping[str, EventSpec] = {
             fired=False,
             never="it has no daily or idle reset policy: sessions end on /new and /reset",
         ),
-        EventSpec(
-            "gateway:pre-restart",
-            GatewayShutdownContext,
-            frozenset(),
-            "nowhere",
-            fired=False,
-            never="it never schedules its own restart (systemd restarts it after gateway:shutdown)",
-        ),
+        EventSpec("gateway:pre-restart", GatewayShutdownContext, frozenset(), "nowhere"),
         EventSpec(
             "agent:step",
             AgentStepContext,

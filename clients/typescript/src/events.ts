@@ -598,7 +598,7 @@ export interface GatewayStartupContext {
   gateway?: string;
 }
 
-/** ``gateway:shutdown``: on SIGTERM/SIGINT, before the queue drains (and OpenClaw's ``gateway:pre-restart``). */
+/** ``gateway:shutdown``: on SIGTERM/SIGINT/SIGUSR2, before the queue drains; and ``gateway:pre-restart`` after it when the stop restarts in place (SIGUSR2), as OpenClaw fires both. */
 export interface GatewayShutdownContext {
   cfg?: Record<string, unknown>;
   workspaceDir?: string;
@@ -785,7 +785,7 @@ export const EVENTS = {
   "message:preprocessed": { fired: false, reply: "nowhere", fields: ["body", "bodyForAgent", "transcript", "channelId", "sessionKey", "conversationId", "messageId", "senderId", "timestamp"], mutable: [], results: {}, stop: null, openclaw: null },
   "session:patch": { fired: false, reply: "nowhere", fields: ["sessionEntry", "sessionKey", "patch"], mutable: [], results: {}, stop: null, openclaw: null },
   "session:auto-reset": { fired: false, reply: "nowhere", fields: ["sessionEntry", "storePath", "reason", "transcriptArchived", "nextSessionId", "nextSessionKey"], mutable: [], results: {}, stop: null, openclaw: null },
-  "gateway:pre-restart": { fired: false, reply: "nowhere", fields: ["reason", "restartExpectedMs"], mutable: [], results: {}, stop: null, openclaw: null },
+  "gateway:pre-restart": { fired: true, reply: "nowhere", fields: ["reason", "restartExpectedMs"], mutable: [], results: {}, stop: null, openclaw: null },
   "agent:step": { fired: false, reply: "nowhere", fields: ["sessionKey", "iteration", "toolNames"], mutable: [], results: {}, stop: null, openclaw: null },
 } as const;
 
