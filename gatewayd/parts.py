@@ -31,8 +31,9 @@ from gatewayd.journal.backends import make_journal
 from gatewayd.logging import LogFormat
 from gatewayd.looplag import LoopLagMonitor
 from gatewayd.outbox import Outbox
-from gatewayd.sessions import SessionManager, TranscriptLimits
+from gatewayd.sessions import SessionManager
 from gatewayd.systemd import Notifier
+from gatewayd.transcript_files import TranscriptLimits
 from gatewayd.triggers import TriggerQueue
 
 

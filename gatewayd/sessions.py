@@ -19,18 +19,9 @@ entry per message, each naming the one before it (``parentId``). Transcripts of 
 
 The table's journal and snapshot are written in a worker thread, one batch at a time, in the
 order the changes were made on the event loop (concurrent changes share one write and one
-fsync). Transcript lines are appended on the event loop when they are made, one ``write`` per
-call and no fsync: a page-cache append costs 2 to 10 us, a worker-thread hop ~120 us of CPU on
-the 2-core bench machine, and the daemon's log lines are written the
-same way. The most recently written transcripts (:data:`OPEN_TRANSCRIPTS`) stay open between
-appends; each append first checks (``lstat``) that the path still names the open file, so a
-transcript removed, renamed or replaced under the daemon is opened (created) again at its path
-and its next lines land there, not in the file that was moved away. A write the disk refuses
-(full, quota) is logged; journal lines are kept and written with the next change, transcript
-lines are dropped; a part-written line is cut back, and a transcript's torn last line (a daemon
-killed mid-write) is cut off before the first append of a run (one over 16 MiB is ended with a
-newline instead: :data:`gatewayd.atomic.TORN_SCAN`). A transcript over
-``sessions.transcriptMaxBytes`` is rotated to ``<sessionId>.jsonl.1`` ... (``transcriptBackups``).
+fsync). A write the disk refuses (full, quota) is logged and its journal lines kept and written
+with the next change. Transcripts are appended on the event loop as messages happen
+(:class:`gatewayd.transcript_files.TranscriptFiles`).
 
 Session ids are checked (``[A-Za-z0-9_-]``, at most 128 characters) wherever they come from, so
 no entry can name a file outside the sessions dir; keys may be any string, including ones that
@@ -47,8 +38,6 @@ import contextlib
 import json
 import os
 import re
-import stat
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,11 +46,12 @@ from typing import Any
 import anyio
 import structlog
 
-from gatewayd.atomic import append_whole, atomic_write, read_regular, trim_torn_tail
+from gatewayd.atomic import append_whole, atomic_write, read_regular
 from gatewayd.jsonenc import dumps, loads
 from gatewayd.paths import ensure_private_dir
 from gatewayd.timestamps import iso_now
-from gatewayd.transcript import Turn, header_line, last_entry_id, message_lines
+from gatewayd.transcript import Turn
+from gatewayd.transcript_files import TranscriptFiles, TranscriptLimits
 
 log = structlog.get_logger("gatewayd.sessions")
 
@@ -74,8 +64,6 @@ SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 MAX_BOOTSTRAP_BYTES = 2 * 1024 * 1024
 UNBOUNDED = 1 << 62
 """The size bound of the session table and journal: none (they hold every session)."""
-OPEN_TRANSCRIPTS = 64
-"""Transcripts kept open between appends (the most recently written ones)."""
 
 BOOTSTRAP_NAMES = (
     "AGENTS.md",
@@ -115,70 +103,6 @@ class SessionEntry:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class TranscriptLimits:
-    """``sessions.transcriptMaxBytes`` (0: unbounded) and ``sessions.transcriptBackups``."""
-
-    max_bytes: int = 10 * 1024 * 1024
-    backups: int = 3
-
-
-class _OpenTranscripts:
-    """The transcripts kept open for appending, at most ``limit``, the least recently written
-    closed first: path -> ``(fd, st_dev, st_ino)``.
-
-    :meth:`get` checks, with one ``lstat`` of the path, that the path still names the open
-    file (a transcript removed, renamed or replaced under the daemon no longer does): then it
-    returns the descriptor and the file's current size, else closes it and returns ``(-1, 0)``.
-    Kept open, an append costs the ``lstat`` and the ``write`` instead of ``open``, two
-    ``fstat``, ``write`` and ``close``: daemon CPU per message, memory journal, 116 -> 106 us
-    (``message`` ops under load, median of 6 interleaved rounds)."""
-
-    __slots__ = ("files", "last_ids", "limit")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.files: dict[Path, tuple[int, int, int]] = {}
-        """In order of last use, oldest first (a dict keeps insertion order)."""
-        self.last_ids: dict[Path, str | None] = {}
-        """Each open transcript's last entry id: the ``parentId`` of its next message."""
-
-    def get(self, path: Path) -> tuple[int, int]:
-        held = self.files.pop(path, None)
-        if held is None:
-            return -1, 0
-        fd, dev, ino = held
-        try:
-            info = os.lstat(path)
-        except OSError:
-            info = None
-        if info is None or info.st_ino != ino or info.st_dev != dev:
-            os.close(fd)
-            return -1, 0
-        self.files[path] = held  # the most recently used now
-        return fd, info.st_size
-
-    def keep(self, path: Path, fd: int, info: os.stat_result) -> None:
-        self.close(path)
-        files = self.files
-        while len(files) >= self.limit:
-            oldest = next(iter(files))
-            os.close(files.pop(oldest)[0])
-            self.last_ids.pop(oldest, None)
-        files[path] = (fd, info.st_dev, info.st_ino)
-
-    def close(self, path: Path) -> None:
-        self.last_ids.pop(path, None)
-        held = self.files.pop(path, None)
-        if held is not None:
-            with contextlib.suppress(OSError):
-                os.close(held[0])
-
-    def close_all(self) -> None:
-        for path in list(self.files):
-            self.close(path)
-
-
 class SessionsUnusable(Exception):
     """The sessions directory cannot be made or used (a file in its place): the start fails."""
 
@@ -197,7 +121,6 @@ class SessionManager:
         """The ``cwd`` of a session key's transcript header: its agent's workspace."""
         self.index_path = directory / INDEX_NAME
         self.journal_path = directory / JOURNAL_NAME
-        self.limits = limits or TranscriptLimits()
         self._sessions: dict[str, SessionEntry] = {}
         self._journal_lines = 0
         self._pending: list[bytes] = []
@@ -207,9 +130,7 @@ class SessionManager:
         self._done = 0
         self._writing: anyio.Event | None = None
         """Set when the batch being written is done; None while nothing is being written."""
-        self._checked: set[Path] = set()
-        """Transcripts whose tail was checked for a torn line in this run."""
-        self._open = _OpenTranscripts(OPEN_TRANSCRIPTS)
+        self.transcripts = TranscriptFiles(limits or TranscriptLimits(), self.cwd)
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -344,7 +265,7 @@ class SessionManager:
         """End the current session of ``session_key``; its transcript stays. Returns it."""
         entry = self._sessions.pop(session_key, None)
         if entry is not None:
-            self._open.close(entry.session_file)  # not appended to any more
+            self.transcripts.release(entry.session_file)  # not appended to any more
             await self._flushed(self._enqueue(json_line({"k": session_key})))
         return entry
 
@@ -363,7 +284,11 @@ class SessionManager:
     async def append(self, entry: SessionEntry, turns: Iterable[Turn]) -> None:
         """Append messages to ``entry``'s transcript, in order: one write, made before this
         returns (failures are logged, see the module docstring)."""
-        self._append_transcript(entry, turns)
+        self.transcripts.append(entry, turns)
+
+    def close(self) -> None:
+        """Close the transcripts kept open (at shutdown)."""
+        self.transcripts.close()
 
     def _enqueue(self, line: bytes) -> int:
         self._pending.append(line)
@@ -462,100 +387,6 @@ class SessionManager:
             log.error("sessions.compact_failed", path=str(self.index_path), error=str(exc))
             return False
         return True
-
-    def _append_transcript(self, entry: SessionEntry, turns: Iterable[Turn]) -> None:
-        """Runs on the event loop (see the module docstring), unlike the rest of this part.
-
-        The descriptor stays open for the next append (:class:`_OpenTranscripts`): an ``lstat``
-        of the path and a ``write`` a message instead of ``open``, two ``fstat``, ``write`` and
-        ``close``. The ``lstat`` is also how a transcript removed or renamed under the daemon
-        (or replaced by anything else) is noticed: the path no longer names the open file, so
-        it is opened (created) again and no line goes to the file that left. An empty file gets
-        the header first; the lines are encoded once, after the file is known (again only when
-        the append rotates it)."""
-        path = entry.session_file
-        turns = list(turns)
-        at, at_ms = iso_now(), time.time_ns() // 1_000_000
-        try:
-            fd, size = self._open.get(path)
-            if fd < 0:
-                fd, size = self._open_transcript(path)
-            data, last = self._lines(entry, turns, size, at, at_ms)
-            limits = self.limits
-            if limits.max_bytes and size and size + len(data) > limits.max_bytes:
-                self._open.close(path)
-                try:
-                    self._rotate(path)
-                except OSError as exc:
-                    # Something in a backup's place (a directory named like one): the lines go
-                    # on past the limit, not nowhere (they were dropped, every one, until fixed).
-                    log.error(
-                        "sessions.rotate_failed",
-                        path=str(path),
-                        error=str(exc),
-                        fix=f"move aside what is not a transcript backup beside {path.name}",
-                    )
-                fd, size = self._open_transcript(path)
-                data, last = self._lines(entry, turns, size, at, at_ms)
-            try:
-                append_whole(fd, data, size)
-            except OSError:
-                self._open.close(path)  # opened afresh next time, whatever went wrong
-                raise
-            self._open.last_ids[path] = last
-        except OSError as exc:
-            log.error("sessions.transcript_failed", path=str(path), error=str(exc))
-
-    def _lines(
-        self, entry: SessionEntry, turns: list[Turn], size: int, at: str, at_ms: int
-    ) -> tuple[bytes, str | None]:
-        """The bytes that append ``turns`` to a transcript of ``size`` bytes: the header first
-        when it is empty, the first message's parent its last entry otherwise."""
-        if size:
-            return message_lines(turns, self._open.last_ids.get(entry.session_file), at, at_ms)
-        head = header_line(entry.session_id, entry.created_at, self.cwd(entry.session_key))
-        data, last = message_lines(turns, None, at, at_ms)
-        return head + data, last
-
-    def _open_transcript(self, path: Path) -> tuple[int, int]:
-        """Open ``path`` for appending and keep it open; its torn tail is cut off the first
-        time in this run. Returns the descriptor and the file's size."""
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(path, flags, 0o600)
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise OSError(f"{path} is not a regular file")
-            size = info.st_size
-            if path not in self._checked:
-                self._checked.add(path)
-                if cut := trim_torn_tail(fd):
-                    log.warning("sessions.transcript_repaired", path=str(path), cut_bytes=cut)
-                size = os.fstat(fd).st_size  # cut, or a newline ending an overlong last line
-            last = last_entry_id(fd, size)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._open.keep(path, fd, info)
-        self._open.last_ids[path] = last
-        return fd, size
-
-    def close(self) -> None:
-        """Close the transcripts kept open (at shutdown)."""
-        self._open.close_all()
-
-    def _rotate(self, path: Path) -> None:
-        """``<id>.jsonl`` -> ``<id>.jsonl.1`` -> ... ``.<backups>``; the oldest is dropped."""
-        backups = self.limits.backups
-        if backups == 0:
-            path.unlink(missing_ok=True)
-            return
-        for n in range(backups - 1, 0, -1):
-            older = path.with_name(f"{path.name}.{n}")
-            if older.exists():
-                os.replace(older, path.with_name(f"{path.name}.{n + 1}"))
-        os.replace(path, path.with_name(f"{path.name}.1"))
-        log.info("sessions.transcript_rotated", path=str(path), backups=backups)
 
 
 def read_bootstrap_files(workspace: Path) -> list[dict[str, Any]]:

@@ -7,10 +7,11 @@ One request per line, one reply line per request, in order::
     -> {"id": 2, "op": "trigger", "event": "nope:x", "sessionKey": "s"}
     <- {"id": 2, "ok": false, "error": {"code": "unknown_event", "message": "..."}}
 
-This module owns the connections and what each op does. The wire format (framing, declared
-request fields, reply encoding) is :mod:`gatewayd.channels.protocol`; a connection's reading,
-in-flight window and in-order writing is :mod:`gatewayd.channels.pipeline`; the socket file,
-its directory and lock are :mod:`gatewayd.channels.socketfile`.
+This module owns the connections; what each op does is :mod:`gatewayd.channels.ops`. The wire
+format (framing, declared request fields, reply encoding) is :mod:`gatewayd.channels.protocol`;
+a connection's reading, in-flight window and in-order writing is
+:mod:`gatewayd.channels.pipeline`; the socket file, its directory and lock are
+:mod:`gatewayd.channels.socketfile`.
 
 A client may pipeline: each request is admitted before the next one is read (a ``trigger`` once
 its event is in the queue, any other op once answered), so the triggers of one connection share
@@ -26,7 +27,7 @@ import contextlib
 import os
 import socket
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,19 +36,13 @@ import anyio.abc
 import structlog
 from anyio.abc import SocketAttribute, SocketStream, TaskStatus
 
-from gatewayd import __version__
 from gatewayd.channels import ChannelHost, Dispatch
 from gatewayd.channels.admission import MAX_IN_FLIGHT, Admission, Conn
+from gatewayd.channels.ops import SUBSCRIBE, ControlOps, failure, queued, trigger_fields
 from gatewayd.channels.pipeline import Durable, Item, Pipeline, Subscribed, Waited, Whole
 from gatewayd.channels.protocol import (
-    CLIENT_DECISIONS,
-    CLIENT_EVENTS,
     MAX_LINE,
-    MIN_PROTOCOL,
-    OPS,
-    PROTOCOL,
     LineReader,
-    RequestError,
     encode,
     error,
     parse_request,
@@ -55,10 +50,7 @@ from gatewayd.channels.protocol import (
 from gatewayd.channels.socketfile import SocketFile
 from gatewayd.channels.transport import TransportStream
 from gatewayd.config import ControlConfig
-from gatewayd.hooks.registry import HookLoopError
-from gatewayd.journal.base import Commit, JournalError
-from gatewayd.replies import ReloadReply, Reply
-from gatewayd.triggers import QueueClosed, QueueFull
+from gatewayd.journal.base import Commit
 
 log = structlog.get_logger("gatewayd.control")
 
@@ -66,10 +58,6 @@ REFUSE_LINGER_S = 2.0
 """How long a refused connection's read side stays open after the error reply."""
 LAST_WORD_S = 1.0
 """Bound on sending the error that ends a connection (``idle_timeout``, ``internal``)."""
-
-Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | Commit | Dispatch]]
-"""An op: the reply's fields, or the commit (``trigger`` without ``wait``) or the dispatch
-(with it) the reply waits for."""
 
 
 def peer_uid(sock: socket.socket) -> tuple[int, int]:
@@ -88,62 +76,6 @@ async def _on_transport(accepted: SocketStream) -> TransportStream:
     except BaseException:
         raw.close()
         raise
-
-
-_SUBSCRIBE = "_subscribe"
-"""Internal reply key: the connection turns into a stream of this session's messages."""
-
-
-_QUEUED: dict[str, Any] = {"queued": True}
-
-
-def _queued(req_id: Any, error: BaseException | None) -> bytes:
-    """The reply to ``trigger`` without ``wait`` once its commit ended (``error``: it failed)."""
-    if error is None:
-        return encode({"id": req_id, "ok": True, "queued": True})
-    return encode(_failure(req_id, "trigger", error))
-
-
-def _trigger_fields(reply: Reply) -> dict[str, Any]:
-    """A waited trigger's reply on the wire: ``messages``, ``result?``, ``timedOut?``,
-    ``trace?``."""
-    out: dict[str, Any] = {"messages": reply.messages}
-    if reply.result is not None:
-        out["result"] = reply.result
-    if reply.timed_out:
-        out["timedOut"] = True
-    if reply.trace is not None:
-        out["trace"] = reply.trace
-    return out
-
-
-def _failure(req_id: Any, op: str, exc: BaseException) -> dict[str, Any]:
-    """The error reply to a request that raised ``exc``."""
-    if isinstance(exc, RequestError):
-        return error(exc.req_id if req_id is None else req_id, exc.code, str(exc))
-    if isinstance(exc, QueueClosed):
-        return error(req_id, "shutting_down", str(exc))
-    if isinstance(exc, QueueFull | JournalError):  # the event was not accepted
-        return error(req_id, exc.code, str(exc))
-    if isinstance(exc, HookLoopError):  # the request's depth reached hooks.maxDepth
-        return error(req_id, "hook_loop", str(exc))
-    log.error("control.op_failed", op=op, error=str(exc), exc_info=exc)
-    return error(req_id, "internal", f"{type(exc).__name__}: {exc}")
-
-
-def _unsupported(client: str | None, wanted: int) -> str:
-    """Why ``hello`` refused protocol ``wanted``, and which side to upgrade to what."""
-    who = f"the client {client!r}" if client else "the client"
-    serves = f"gatewayd {__version__} serves protocol {MIN_PROTOCOL} to {PROTOCOL}"
-    if wanted > PROTOCOL:
-        return (
-            f"{who} speaks protocol {wanted}; {serves}: upgrade gatewayd to a release that "
-            f"serves protocol {wanted}, or use a client that speaks protocol {PROTOCOL}"
-        )
-    return (
-        f"{who} speaks protocol {wanted}; {serves}: upgrade the client to one that speaks "
-        f"protocol {MIN_PROTOCOL} or newer"
-    )
 
 
 class ControlChannel:
@@ -167,20 +99,7 @@ class ControlChannel:
         self.listening = False
         self._accept_scope: anyio.CancelScope | None = None
         self._closing = False
-        self._ops: dict[str, Handler] = {
-            "hello": self._op_hello,
-            "ping": self._op_ping,
-            "status": self._op_status,
-            "message": self._op_message,
-            "trigger": self._op_trigger,
-            "subscribe": self._op_subscribe,
-            "reload": self._op_reload,
-            "hooks": self._op_hooks,
-            "bootstrap": self._op_bootstrap,
-            "events": self._op_events,
-            "test": self._op_test,
-        }
-        assert self._ops.keys() == OPS.keys(), "every declared op has a handler"
+        self.ops = ControlOps(host)
 
     @property
     def path(self) -> Path:
@@ -343,7 +262,7 @@ class ControlChannel:
             window=MAX_IN_FLIGHT,
             closing=lambda: self._closing,
             admit=self._admit,
-            settle=_queued,
+            settle=queued,
             finish=self._finish,
         )
         session_key = await pipeline.run()
@@ -385,16 +304,16 @@ class ControlChannel:
         try:
             req_id, op, args = parse_request(line)
             if op == "trigger":  # admitted once in the queue; its wait may be cut short
-                result = await self._ops[op](args)
+                result = await self.ops.run(op, args)
             else:
                 # Begun, it runs whole: a client cut off meanwhile (the idle timeout, a reply it
                 # could not take) does not leave a message half-posted or a reload half-done.
                 with whole:
-                    result = await self._ops[op](args)
+                    result = await self.ops.run(op, args)
         except Exception as exc:
-            return encode(_failure(req_id, op, exc))
+            return encode(failure(req_id, op, exc))
         if isinstance(result, dict):
-            session_key = result.pop(_SUBSCRIBE, None)
+            session_key = result.pop(SUBSCRIBE, None)
             reply = encode({"id": req_id, "ok": True, **result})
             return reply if session_key is None else Subscribed(reply, session_key)
         if isinstance(result, Commit):
@@ -406,102 +325,5 @@ class ControlChannel:
         try:
             reply = await dispatch.reply()
         except Exception as exc:
-            return encode(_failure(req_id, "trigger", exc))
-        return encode({"id": req_id, "ok": True, **_trigger_fields(reply)})
-
-    # -- ops: each gets its declared fields (protocol.OPS), defaults filled in ----------------
-
-    async def _op_hello(self, args: dict[str, Any]) -> dict[str, Any]:
-        client, wanted = args["client"], args["protocol"]
-        log.debug("control.hello", client=client, protocol=wanted)
-        if wanted is not None and not MIN_PROTOCOL <= wanted <= PROTOCOL:
-            raise RequestError("unsupported_protocol", _unsupported(client, wanted))
-        return {
-            "protocol": PROTOCOL,
-            "minProtocol": MIN_PROTOCOL,
-            "daemon": {"name": "gatewayd", "version": __version__},
-            "ops": sorted(OPS),
-            "events": list(CLIENT_EVENTS),
-            "decisions": list(CLIENT_DECISIONS),
-            "limits": {"maxLineBytes": MAX_LINE, "maxInFlight": MAX_IN_FLIGHT},
-        }
-
-    async def _op_ping(self, args: dict[str, Any]) -> dict[str, Any]:
-        return {"pong": True}
-
-    async def _op_status(self, args: dict[str, Any]) -> dict[str, Any]:
-        return {"status": self.host.status()}
-
-    async def _op_message(self, args: dict[str, Any]) -> dict[str, Any]:
-        reply = await self.host.message(
-            args["sessionKey"],
-            args["text"],
-            sender_id=args["senderId"],
-            channel=args["channel"],
-            trace=args["trace"],
-            depth=args["depth"],
-        )
-        out: dict[str, Any] = {"messages": reply.messages, "command": reply.command}
-        if reply.blocked is not None:
-            out["blocked"] = True
-            out["reason"] = reply.blocked
-        if reply.trace is not None:
-            out["trace"] = reply.trace
-        return out
-
-    async def _op_trigger(self, args: dict[str, Any]) -> dict[str, Any] | Commit | Dispatch:
-        event, key, context = args["event"], args["sessionKey"], args["context"]
-        depth = args["depth"]
-        if args["wait"]:
-            return await self.host.submit_trigger(
-                event, key, context, trace=args["trace"], depth=depth
-            )
-        if args["trace"]:
-            raise RequestError(
-                "bad_request", "'trace: true' needs the dispatch: drop 'wait: false'"
-            )
-        commit = await self.host.enter_trigger(event, key, context, depth=depth)
-        return _QUEUED if commit is None else commit
-
-    async def _op_reload(self, args: dict[str, Any]) -> dict[str, Any]:
-        outcome = await self.host.reload("op")
-        if outcome["result"] not in ("ok", "partial"):
-            raise RequestError(
-                "reload_refused", "; ".join(outcome.get("errors") or [outcome["result"]])
-            )
-        # "partial": loaded, but hooks failed; the client decides what that means for it.
-        reply: ReloadReply = {
-            "result": outcome["summary"],
-            "outcome": outcome["result"],
-            "changes": outcome.get("changes"),
-        }
-        if restart := outcome.get("restartNeeded"):
-            reply["restartNeeded"] = restart
-        return dict(reply)
-
-    async def _op_hooks(self, args: dict[str, Any]) -> dict[str, Any]:
-        return dict(self.host.hooks())
-
-    async def _op_subscribe(self, args: dict[str, Any]) -> dict[str, Any]:
-        key = args["sessionKey"]
-        return {"subscribed": key, _SUBSCRIBE: key}
-
-    async def _op_test(self, args: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return await self.host.test_hook(
-                args["hook"], args["event"] or None, args["context"], args["sessionKey"]
-            )
-        except LookupError:
-            raise RequestError(
-                "unknown_hook",
-                f"no hook {args['hook']!r} in the running daemon (gatewayd hooks list shows them)",
-            ) from None
-
-    async def _op_bootstrap(self, args: dict[str, Any]) -> dict[str, Any]:
-        return {"bootstrapFiles": await self.host.bootstrap(args["sessionKey"])}
-
-    async def _op_events(self, args: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return await self.host.events(args)
-        except ValueError as exc:
-            raise RequestError("bad_request", str(exc)) from None
+            return encode(failure(req_id, "trigger", exc))
+        return encode({"id": req_id, "ok": True, **trigger_fields(reply)})

@@ -1,4 +1,4 @@
-"""Transcripts are kept open between appends (issue 18): a transcript removed, renamed or replaced
+"""Transcripts are kept open between appends: a transcript removed, renamed or replaced
 under the daemon must not swallow lines; they go on to a file at the transcript's path."""
 
 from __future__ import annotations
@@ -10,13 +10,9 @@ from typing import Any
 
 import anyio
 
-from gatewayd.sessions import (
-    OPEN_TRANSCRIPTS,
-    SessionEntry,
-    SessionManager,
-    TranscriptLimits,
-)
+from gatewayd.sessions import SessionEntry, SessionManager
 from gatewayd.transcript import Turn, message_lines, read_messages
+from gatewayd.transcript_files import OPEN_TRANSCRIPTS, TranscriptLimits
 from tests.support.fixtures import StartDaemon
 from tests.support.state import session_table
 
