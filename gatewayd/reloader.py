@@ -276,7 +276,7 @@ class Reloader:
         max_abandoned = config.settings.hooks.max_abandoned_threads
         gateway.registry.max_abandoned_threads = max_abandoned
         gateway.registry.hook_threads().max_abandoned = max_abandoned
-        gateway.sessions.limits = transcript_limits(config)
+        gateway.sessions.transcripts.limits = transcript_limits(config)
         configure_from(config, *gateway.log_overrides)
         log_ignored(config)
         gateway.config = config

@@ -24,7 +24,7 @@ import pytest
 from gatewayd.transcript import read_messages
 from tests.support.control import Control
 from tests.support.fixtures import StartDaemon
-from tests.support.state import session_table
+from tests.support.state import session_table, write_config
 
 MESSAGE_KEYS = 40
 
@@ -273,3 +273,19 @@ def test_transcripts_rotate_at_the_configured_size(
         transcript_lines(path)
     last = transcript_lines(current)[-1]
     assert last["text"] == "message number 11"
+
+
+def test_a_reload_applies_the_new_transcript_size(
+    start_daemon: StartDaemon, state_dir: Path
+) -> None:
+    daemon = start_daemon({"sessions": {"transcriptMaxBytes": 0}})
+    with daemon.control() as control:
+        for i in range(6):
+            control.ok("message", sessionKey="r", text=f"message number {i:02d}")
+        write_config(state_dir, {"sessions": {"transcriptMaxBytes": 400, "transcriptBackups": 1}})
+        control.ok("reload")
+        control.ok("message", sessionKey="r", text="the first under the new bound")
+    assert daemon.stop() == 0
+    current = Path(session_table(state_dir)["r"]["sessionFile"])
+    assert current.with_name(f"{current.name}.1").stat().st_size > 400  # rotated whole
+    assert [line["text"] for line in transcript_lines(current)] == ["the first under the new bound"]
