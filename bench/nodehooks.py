@@ -27,6 +27,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from time import perf_counter
+from typing import Any
 
 import anyio
 
@@ -44,6 +45,8 @@ from bench.harness import (
 )
 from bench.livereload import HANDLER as LIVE_PY
 from bench.livereload import POLL_S, WAIT_S, Client
+from bench.nodee2e import e2e_rounds
+from bench.nodepipe import NodePipe
 from bench.process import gatewayd
 from bench.workload import env_for, hook_md, make_state, write_config
 from gatewayd.hooks.events import HookEvent
@@ -52,6 +55,14 @@ from gatewayd.hooks.node import NodeHook, NodeRuntime, choose
 from gatewayd.hooks.registry import HookRegistry
 
 KEY = "message:received"
+CALL_TARGET = 1.5
+"""js.call.p50: at most this multiple of the raw pipe's round trip (pipe.p50), same run."""
+CPU_TARGET_US = 20.0
+"""Python CPU a JS call, one call at a time."""
+JS64_TARGET = 0.3
+"""js.64: at least this share of py.64, same run."""
+E2E_TARGET = 0.7
+"""e2e.js3: at least this share of e2e.py3, same run."""
 GAP_S = 0.1
 """Quiet after each answered edit, as ``livereload`` waits (edits back to back)."""
 SETTLED_S = 1.0
@@ -113,20 +124,25 @@ def through_queue(registry: HookRegistry, events: int, sessions: int) -> Measure
     return measure
 
 
-async def call_latencies(registry: HookRegistry, calls: int) -> list[float]:
+async def call_latencies(registry: HookRegistry, calls: int) -> tuple[list[float], float]:
+    """``calls`` dispatches one after another: the seconds of each, and this process's CPU
+    seconds a call."""
     out = []
+    cpu0 = time.process_time()
     for _ in range(calls):
         event = HookEvent("message", "received", "agent:main:bench")
         t0 = perf_counter()
         await registry.dispatch(event)
         out.append(perf_counter() - t0)
-    return out
+    return out, (time.process_time() - cpu0) / calls
 
 
 async def dispatch_figures(base: Path, scale: Scale) -> dict[str, list[float]]:
     runs = scale.pick(5, 1)
-    # Sized for make bench's 10 minute limit on a busy 2-core machine (a JS call is ~0.4 ms).
+    # Sized for make bench's 10 minute limit on a busy 2-core machine.
     events = scale.pick(5_000, 200)
+    py_events = scale.pick(50_000, 200)
+    calls, latency_rounds = scale.pick(2_000, 100), scale.pick(3, 1)
     handler_file = write_js_hook(base / "hooks", "noop-js", "handler.js", NOOP_JS, [KEY])
     binary = choose([handler_file], None, True).binary
     if binary is None:
@@ -135,9 +151,11 @@ async def dispatch_figures(base: Path, scale: Scale) -> dict[str, list[float]]:
     python.register(KEY, noop, name="noop-py")
     js = HookRegistry(default_timeout_s=30.0)
     runtime = NodeRuntime()
+    pipe = NodePipe(binary.path)
     results: dict[str, list[float]] = {}
     async with anyio.create_task_group() as tg:
         await tg.start(runtime.run)
+        await pipe.start()
         hook = NodeHook("noop-js", handler_file)
         generation, errors = await runtime.load(binary, [hook])
         if errors:
@@ -148,6 +166,7 @@ async def dispatch_figures(base: Path, scale: Scale) -> dict[str, list[float]]:
         variants = {
             "python": sequential(python, events),
             "js": sequential(js, events),
+            "py.64": through_queue(python, py_events, 64),
             "js.64": through_queue(js, events, 64),
         }
         for fn in variants.values():  # warm-up round
@@ -158,9 +177,19 @@ async def dispatch_figures(base: Path, scale: Scale) -> dict[str, list[float]]:
             progress(f"nodehooks: dispatch round {i + 1}/{runs}")
             for name, fn in variants.items():
                 results[name].append(await fn())
-        results["js.calls"] = await call_latencies(js, scale.pick(2_000, 100))
-        results["py.calls"] = await call_latencies(python, scale.pick(2_000, 100))
+        for key in ("js.calls", "js.cpu", "py.calls", "pipe.calls", "pipe.cpu"):
+            results[key] = []
+        for i in range(latency_rounds):  # call by call, the pipe's rounds between the JS ones
+            progress(f"nodehooks: call latency round {i + 1}/{latency_rounds}")
+            rounds = await pipe.round_trips(calls)
+            results["pipe.calls"] += rounds.latencies
+            results["pipe.cpu"].append(rounds.cpu_s / rounds.count)
+            latencies, cpu = await call_latencies(js, calls)
+            results["js.calls"] += latencies
+            results["js.cpu"].append(cpu)
+            results["py.calls"] += (await call_latencies(python, calls))[0]
         results["node.version"] = [float(binary.version[0])]
+        pipe.close()
         tg.cancel_scope.cancel()
     return results
 
@@ -206,6 +235,10 @@ def run(scale: Scale) -> Section:
         progress("nodehooks: node reference")
         # The same reference loop as bench/dispatch.py, with one handler.
         node_rates = node_reference(scale.pick(200_000, 500), scale.pick(5, 1), (1,))[1][1]
+        e2e = e2e_rounds(
+            Path(tmp) / "e2e", scale.pick(3, 1), 2.5 if not scale.smoke else 1.0,
+            0.5 if not scale.smoke else 0.3,
+        )  # fmt: skip
         progress("nodehooks: save-to-new-code of a .ts handler, edits 1 s apart")
         reload_s = ts_reload(Path(tmp) / "reload", scale.pick(15, 2), SETTLED_S)
         progress("nodehooks: save-to-new-code of a .py handler (baseline), edits 1 s apart")
@@ -216,35 +249,26 @@ def run(scale: Scale) -> Section:
     def rates(key: str) -> dict[str, object]:
         return {"runs": [round(v) for v in results[key]]}
 
+    def rate(key: str, label: str, vs: list[str] | None = None, **extra: Any) -> Figure:
+        return section.add(
+            Figure(key, label, median(results[key]), "events/s", "higher", vs=vs or [],
+                   detail=rates(key), **extra)
+        )  # fmt: skip
+
     py_rate, js_rate = median(results["python"]), median(results["js"])
-    section.add(Figure("python", "no-op Python handler, 1 session", py_rate, "events/s", "higher"))
+    rate("python", "no-op Python handler, 1 session")
     section.add(Figure("node", "node reference loop, 1 handler", median(node_rates), "events/s",
                        "higher", detail={"runs": [round(v) for v in node_rates]}))  # fmt: skip
-    section.add(
-        Figure(
-            "js",
-            "no-op JS handler, 1 session",
-            js_rate,
-            "events/s",
-            "higher",
-            vs=["python", "node"],
-            detail=rates("js"),
-            headline=True,
-        )
-    )
-    section.add(
-        Figure(
-            "js.64",
-            "no-op JS handler, 64 sessions (queue + dispatcher)",
-            median(results["js.64"]),
-            "events/s",
-            "higher",
-            vs=["python", "node"],
-            detail=rates("js.64"),
-            headline=True,
-        )
-    )
-    js_calls, py_calls = results["js.calls"], results["py.calls"]
+    rate("js", "no-op JS handler, 1 session", ["python", "node"], headline=True)
+    rate("py.64", "no-op Python handler, 64 sessions (queue + dispatcher)")
+    py64 = median(results["py.64"])
+    rate(
+        "js.64",
+        "no-op JS handler, 64 sessions (queue + dispatcher)",
+        ["py.64"],
+        target=Target(f">= {JS64_TARGET}x py.64 ({JS64_TARGET * py64:.0f}/s)",
+                      low=JS64_TARGET * py64),
+    )  # fmt: skip
     section.add(
         Figure(
             "js.added_us",
@@ -255,15 +279,16 @@ def run(scale: Scale) -> Section:
             headline=True,
         )
     )
+    js_calls, py_calls, pipe_calls = results["js.calls"], results["py.calls"], results["pipe.calls"]
     section.add(
-        Figure(
-            "py.call.p50",
-            "one Python handler call, p50",
-            percentile(py_calls, 50) * 1e6,
-            "us",
-            "lower",
-        )
-    )
+        Figure("py.call.p50", "one Python handler call, p50", percentile(py_calls, 50) * 1e6,
+               "us", "lower")
+    )  # fmt: skip
+    pipe_p50 = percentile(pipe_calls, 50) * 1e6
+    section.add(
+        Figure("pipe.p50", "raw Python <-> Node round trip of a small JSON line, p50", pipe_p50,
+               "us", "lower", detail={"p99_us": round(percentile(pipe_calls, 99) * 1e6, 1)})
+    )  # fmt: skip
     section.add(
         Figure(
             "js.call.p50",
@@ -271,10 +296,24 @@ def run(scale: Scale) -> Section:
             percentile(js_calls, 50) * 1e6,
             "us",
             "lower",
-            vs=["py.call.p50"],
+            vs=["pipe.p50", "py.call.p50"],
+            target=Target(f"<= {CALL_TARGET}x pipe.p50 ({CALL_TARGET * pipe_p50:.1f} us)",
+                          high=CALL_TARGET * pipe_p50),
             detail={"p99_us": round(percentile(js_calls, 99) * 1e6, 1)},
+            headline=True,
         )
-    )
+    )  # fmt: skip
+    section.add(
+        Figure("pipe.cpu_us", "Python CPU a raw round trip", median(results["pipe.cpu"]) * 1e6,
+               "us", "lower", detail={"runs": [round(v * 1e6, 1) for v in results["pipe.cpu"]]})
+    )  # fmt: skip
+    section.add(
+        Figure("js.cpu_us", "Python CPU a JS handler call (one at a time)",
+               median(results["js.cpu"]) * 1e6, "us", "lower", vs=["pipe.cpu_us"],
+               target=Target(f"<= {CPU_TARGET_US} us", high=CPU_TARGET_US),
+               detail={"runs": [round(v * 1e6, 1) for v in results["js.cpu"]]}, headline=True)
+    )  # fmt: skip
+    e2e_figures(section, e2e)
     section.add(
         Figure(
             "py.reload.p50",
@@ -322,7 +361,15 @@ def run(scale: Scale) -> Section:
         f"Worker: node {int(results['node.version'][0])} (the first of hooks.node.path, PATH and "
         "the gatewayd[node] extra that runs the hooks); reference: `node` on PATH running "
         "`bench/reference/dispatch.mjs`. Dispatch rates: median of interleaved runs after a "
-        "warm-up round; gatewayd applies the 30 s per-handler timeout to JS calls too."
+        "warm-up round; gatewayd applies the 30 s per-handler timeout to JS calls too. "
+        "pipe.p50: `bench/nodepipe.py` against `bench/reference/pipe_echo.mjs` on the worker's "
+        "Node, its rounds interleaved with the JS calls'; CPU a call: `time.process_time()` of "
+        "this process over a round of calls made one at a time."
+    )
+    section.notes.append(
+        "End to end (`bench/nodee2e.py`): two daemons, in-memory queue, bundled hooks off, three "
+        "hooks on message:received adding a reply line each, Python in one and JS in the other; "
+        "32 clients of `bench/loadgen.py`, the daemons' rounds interleaved."
     )
     section.notes.append(
         f"Save to new code: {len(reload_s)} edits of `handler.ts` after a warm-up edit, each "
@@ -333,6 +380,36 @@ def run(scale: Scale) -> Section:
         f"{GAP_S * 1000:.0f} ms after the last answered edit, as `livereload` edits."
     )
     return section
+
+
+def e2e_figures(section: Section, e2e: dict[str, list[dict[str, Any]]]) -> None:
+    """``e2e.py3``, ``e2e.js3`` (with its ratio and target) and their CPU a message."""
+
+    def med(name: str, key: str) -> float:
+        return median([float(r[key]) for r in e2e[name]])
+
+    def runs(name: str) -> dict[str, Any]:
+        return {
+            "runs": [round(r["rate"]) for r in e2e[name]],
+            "p99_ms": [r["latency_ms"]["p99"] for r in e2e[name]],
+        }
+
+    py3 = med("py3", "rate")
+    section.add(Figure("e2e.py3", "`message` op, 32 clients, three Python hooks (memory queue)",
+                       py3, "msg/s", "higher", detail=runs("py3")))  # fmt: skip
+    section.add(
+        Figure("e2e.js3", "`message` op, 32 clients, three JS hooks (memory queue)",
+               med("js3", "rate"), "msg/s", "higher", vs=["e2e.py3"],
+               target=Target(f">= {E2E_TARGET}x e2e.py3 ({E2E_TARGET * py3:.0f} msg/s)",
+                             low=E2E_TARGET * py3),
+               detail=runs("js3"), headline=True)
+    )  # fmt: skip
+    for name in ("py3", "js3"):
+        section.add(
+            Figure(f"e2e.{name}.loop_us", f"e2e.{name}: the event loop's CPU a message",
+                   med(name, "loop_us"), "us", "lower",
+                   detail={"process_tree_us": round(med(name, "process_us"), 1)})
+        )  # fmt: skip
 
 
 if __name__ == "__main__":

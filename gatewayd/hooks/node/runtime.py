@@ -390,7 +390,7 @@ class NodeRuntime:
             await worker.stop()
         elif worker is not None and worker.alive:
             with contextlib.suppress(WorkerGone):
-                worker.request({"op": "drop", "hooks": generation.ids})
+                worker.drop(generation.ids)
         self._retiring.remove(generation)
 
     # -- failures ---------------------------------------------------------------------------

@@ -1,14 +1,14 @@
 // gatewayd's Node worker: loads the JS/TS hooks of one generation and runs their handlers.
 //
 // Started by gatewayd/hooks/node/worker.py with `--fd N`, a Unix socket to the daemon, and
-// `--parent-fd M`, the read end of a pipe whose write end only the daemon holds. Frames on the
-// socket are a 4-byte big-endian length and that many bytes of UTF-8 JSON, both ways:
+// `--parent-fd M`, the read end of a pipe whose write end only the daemon holds. Each message on
+// the socket, both ways, is one line of UTF-8 JSON:
 //
 //   <- {op: "load", id, timeoutMs, hook: {id, name, file, export, tag, events}}
 //   -> {op: "importing", id}                 (as that load's import begins: loads run one at a time)
 //   -> {id, ok: true, export, rss, events?, description?} | {id, ok: false, error, stuck?}
-//   <- {op: "call", id, hook, cfg?, event: {type, action, sessionKey, timestamp, messages, context}}
-//   -> {id, ok: true, messages, changed, removed, result, resultError?} | {id, ok: false, error}
+//   <- {op: "call", id, hook, cfg? | cfgKept?, event: {type, action, sessionKey, timestamp, messages, context}}
+//   -> {id, ok: true, messages?, changed?, removed?, result?, resultError?} | {id, ok: false, error}
 //   <- {op: "begin", id}                     -> {id, ok: true, stale, rss}
 //   <- {op: "drop", id, hooks: [hook id]}    -> {id, ok: true}
 //   <- {op: "ping", id}                      -> {id, pong: true}
@@ -16,12 +16,21 @@
 //                                             and process.stderr, fs writes to fd 1 and 2)
 //   -> {op: "ready", node, pid, inplace}     (once, when the worker can take requests)
 //
+// Replies are batched: those finished during one run of the microtask queue go out in one write
+// after it (process.nextTick), so the daemon reads a batch of calls and gets their answers back in
+// one write as well. A log line, `importing` and `ready` are written at once, with what is queued
+// before them (they must reach the daemon even if the next thing the worker runs never yields).
+// Calls run concurrently, each as soon as its line is read. A line that is not JSON is answered
+// with an error for its id (the daemon writes `op` and `id` first), the channel goes on.
+//
 // The handler gets OpenClaw's InternalHookEvent: {type, action, sessionKey, context, timestamp
 // (a Date), messages}. After it returns, the whole `messages` array and every top-level context
 // key whose JSON changed (or that was added or deleted) go back to the daemon, with what the
 // handler returned (`result`: an object of result fields, or null). `cfg` (the hook's view of the
-// config, the same JSON call after call) travels beside the event and becomes `context.cfg`; it is
-// not compared nor sent back, since the daemon never takes a handler's cfg.
+// config, the same JSON call after call) travels beside the event, once: the worker keeps it per
+// hook, and later calls say `cfgKept` until it changes. It becomes `context.cfg`, a copy of it made
+// when the handler first reads it (most never do); it is not compared nor sent back, since the
+// daemon never takes a handler's cfg.
 //
 // Reloading in place (`inplace` in the ready frame: Node's module.registerHooks, 22.15+/23.5+):
 // every load of a generation imports its handlers with the generation's `tag` in the URL
@@ -38,12 +47,12 @@
 // import that never settles is answered `stuck` and the next one starts; one that loops never
 // yields, and the daemon, which knows which import began last, kills the worker for it.
 //
-// Everything this process starts dies with the daemon: a watchdog thread blocks reading the
-// parent pipe, which ends only when the daemon closes it or dies (kill -9 included), however
-// busy the main thread is; it then kills the detached children the hooks started (each its own
-// process group) and this process's group (the worker and the other children). The daemon kills
-// a worker the same way, by closing the pipe. The socket ending does the same from the main
-// thread.
+// Everything this process starts dies with the daemon: a watchdog thread reads the parent pipe
+// (every 100 ms: it is non-blocking, so that a hook's process.exit() can end the thread), which
+// ends only when the daemon closes it or dies (kill -9 included), however busy the main thread
+// is; it then kills the detached children the hooks started (each its own process group) and this
+// process's group (the worker and the other children). The daemon kills a worker the same way, by
+// closing the pipe. The socket ending does the same from the main thread.
 //
 // A single-file hook (`events: true` in its load) default-exports `defineHook({events: {...}})`:
 // entry number N is registered as hook `<id>.N` and called with `(event, ctx)`, where `ctx` is
@@ -63,16 +72,30 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 const current = new AsyncLocalStorage(); // the hook whose code is running
 const handlers = new Map(); // hook id -> {name, fn}
+const cfgs = new Map(); // hook id (a call's `hook`) -> the cfg its calls get (see the header)
 const argument = (name) => Number(process.argv[process.argv.indexOf(name) + 1]);
 const fd = argument("--fd");
 const channel = new net.Socket({ fd, readable: true, writable: true });
 
+// Lines to write, joined into one write once the microtasks running now have run (or at once:
+// sendNow): the replies of calls that finish without waiting for I/O, all of those read in one
+// chunk, go out together, with no extra turn of the event loop (setImmediate) before them.
+let outbox = [];
+
+function flush() {
+  if (outbox.length === 0) return;
+  const text = outbox.length === 1 ? `${outbox[0]}\n` : `${outbox.join("\n")}\n`;
+  outbox = [];
+  channel.write(text);
+}
+
 function send(message) {
-  const text = JSON.stringify(message);
-  const frame = Buffer.allocUnsafe(4 + Buffer.byteLength(text, "utf8"));
-  frame.writeUInt32BE(frame.length - 4, 0);
-  frame.write(text, 4, "utf8");
-  channel.write(frame);
+  if (outbox.push(JSON.stringify(message)) === 1) process.nextTick(flush);
+}
+
+function sendNow(message) {
+  outbox.push(JSON.stringify(message));
+  flush();
 }
 
 // -- everything this process starts dies with the daemon (see the header) ---------------------
@@ -86,16 +109,32 @@ const END_ALL = `
 `;
 const endAll = new Function("detached", "process", END_ALL);
 
+// The parent pipe comes non-blocking: the watchdog reads it every WATCH_MS, sleeping in between
+// on `exiting`, so that a hook's process.exit() is not held up by a thread blocked in read()
+// (Node joins its threads on exit): the exit wakes it and it ends without killing anything.
+const WATCH_MS = 100;
+const exiting = new Int32Array(new SharedArrayBuffer(4));
 if (process.argv.includes("--parent-fd")) {
   const watchdog = new Worker(
-    `const { workerData: { fd, detached } } = require("node:worker_threads");
+    `const { workerData: { fd, detached, exiting } } = require("node:worker_threads");
      const { readSync } = require("node:fs");
      const byte = Buffer.alloc(1);
-     for (;;) { try { if (readSync(fd, byte, 0, 1, null) === 0) break; } catch (err) { if (err.code !== "EAGAIN" && err.code !== "EINTR") break; } }
-     ${END_ALL}`,
-    { eval: true, workerData: { fd: argument("--parent-fd"), detached } },
+     for (;;) {
+       try { if (readSync(fd, byte, 0, 1, null) === 0) break; }
+       catch (err) {
+         if (err.code === "EAGAIN") Atomics.wait(exiting, 0, 0, ${WATCH_MS});
+         else if (err.code !== "EINTR") break;
+       }
+       if (Atomics.load(exiting, 0)) break;
+     }
+     if (!Atomics.load(exiting, 0)) { ${END_ALL} }`,
+    { eval: true, workerData: { fd: argument("--parent-fd"), detached, exiting } },
   );
   watchdog.unref();
+  process.on("exit", () => {
+    Atomics.store(exiting, 0, 1);
+    Atomics.notify(exiting, 0);
+  });
 }
 
 // A detached child is a process group of its own: remembered until it exits.
@@ -190,7 +229,7 @@ function describe(err) {
 // writes to process.stdout, process.stderr or fds 1 and 2. What still reaches fd 1 or 2 (a
 // child process's output, Node's own) is read by the daemon and logged too.
 function output(level, text) {
-  send({ op: "log", hook: current.getStore() ?? null, level, text });
+  sendNow({ op: "log", hook: current.getStore() ?? null, level, text });
 }
 for (const [method, level] of [
   ["log", "info"], ["info", "info"], ["debug", "debug"], ["warn", "warning"], ["error", "error"],
@@ -251,10 +290,10 @@ function sliceWritten(data, rest) {
 
 // A stray rejection or throw in a hook's background work is logged, never fatal to the others.
 process.on("unhandledRejection", (reason) => {
-  send({ op: "log", hook: current.getStore() ?? null, level: "error", text: `unhandled rejection: ${describe(reason)}` });
+  sendNow({ op: "log", hook: current.getStore() ?? null, level: "error", text: `unhandled rejection: ${describe(reason)}` });
 });
 process.on("uncaughtException", (err) => {
-  send({ op: "log", hook: current.getStore() ?? null, level: "error", text: `uncaught exception: ${describe(err)}` });
+  sendNow({ op: "log", hook: current.getStore() ?? null, level: "error", text: `uncaught exception: ${describe(err)}` });
 });
 
 function pickExport(mod, wanted) {
@@ -346,10 +385,56 @@ function hookContext(wire, context) {
   return { agent: { name: agent }, channel: { kind }, session: { id: key } };
 }
 
-function snapshot(context) {
-  const seen = new Map();
-  for (const key of Object.keys(context)) seen.set(key, JSON.stringify(context[key]));
-  return seen;
+// The top-level keys of `after` whose JSON differs from `before`'s (the context as it came, parsed
+// again), and those it no longer has, into `reply`; `cfg` is not compared when it came apart.
+function diff(after, before, cfgApart, reply) {
+  let changed;
+  for (const key of Object.keys(after)) {
+    if (cfgApart && key === "cfg") continue;
+    const text = JSON.stringify(after[key]);
+    if (!Object.hasOwn(before, key) || text !== JSON.stringify(before[key])) {
+      (changed ??= {})[key] = text === undefined ? null : JSON.parse(text);
+    }
+  }
+  if (changed !== undefined) reply.changed = changed;
+  let removed;
+  for (const key of Object.keys(before)) if (!Object.hasOwn(after, key)) (removed ??= []).push(key);
+  if (removed !== undefined) reply.removed = removed;
+}
+
+// Whether `context` (the object the handler got) still reads as `text`, its JSON as it came:
+// one JSON.stringify of the whole, `cfg` hidden from it first (the handler has returned).
+function unchanged(context, text, cfgApart) {
+  if (cfgApart && Object.hasOwn(context, "cfg")) Object.defineProperty(context, "cfg", { enumerable: false });
+  return JSON.stringify(context) === text;
+}
+
+// `context.cfg`: a copy of `template`, made when first read; what a handler assigns replaces it.
+function lazyCfg(context, template) {
+  let value;
+  let made = false;
+  Object.defineProperty(context, "cfg", {
+    configurable: true,
+    enumerable: true,
+    get() {
+      if (!made) {
+        value = structuredClone(template);
+        made = true;
+      }
+      return value;
+    },
+    set(given) {
+      value = given;
+      made = true;
+    },
+  });
+}
+
+// Whether the handler left `messages` as it came: the same array, holding the same strings.
+function sameMessages(messages, before) {
+  if (messages.length !== before.length) return false;
+  for (let i = 0; i < before.length; i++) if (messages[i] !== before[i]) return false;
+  return true;
 }
 
 async function call(message) {
@@ -357,17 +442,22 @@ async function call(message) {
   if (handler === undefined) return { id: message.id, ok: false, error: `no hook ${message.hook} in this worker` };
   const wire = message.event;
   const context = wire.context !== null && typeof wire.context === "object" ? wire.context : {};
+  const messages = Array.isArray(wire.messages) ? wire.messages : [];
+  const given = messages.slice();
   const event = {
     type: wire.type,
     action: wire.action,
     sessionKey: wire.sessionKey,
     context,
     timestamp: new Date(wire.timestamp),
-    messages: Array.isArray(wire.messages) ? wire.messages : [],
+    messages,
   };
-  const before = snapshot(context);
-  const cfgApart = message.cfg !== undefined;
-  if (cfgApart) context.cfg = message.cfg;
+  const before = JSON.stringify(context);
+  let cfg = message.cfg;
+  if (cfg !== undefined) cfgs.set(message.hook, cfg);
+  else if (message.cfgKept) cfg = cfgs.get(message.hook);
+  const cfgApart = cfg !== undefined;
+  if (cfgApart) lazyCfg(context, cfg);
   let value;
   try {
     value = await current.run(handler.name, () =>
@@ -375,30 +465,28 @@ async function call(message) {
   } catch (err) {
     return { id: message.id, ok: false, error: describe(err) };
   }
+  // What changed goes back, and only that: a handler that changed nothing is answered {id, ok}.
+  const reply = { id: message.id, ok: true };
   const after = event.context !== null && typeof event.context === "object" ? event.context : {};
-  const changed = {};
-  for (const key of Object.keys(after)) {
-    if (cfgApart && key === "cfg") continue;
-    const text = JSON.stringify(after[key]);
-    if (text !== before.get(key)) changed[key] = text === undefined ? null : JSON.parse(text);
+  if (after !== context || !unchanged(context, before, cfgApart)) diff(after, JSON.parse(before), cfgApart, reply);
+  const out = event.messages;
+  if (!Array.isArray(out)) reply.messages = [];
+  else if (out !== messages || !sameMessages(out, given)) {
+    reply.messages = out.map((m) => (typeof m === "string" ? m : format(m)));
   }
-  const removed = [...before.keys()].filter((key) => !Object.hasOwn(after, key));
-  const messages = Array.isArray(event.messages) ? event.messages.map((m) => (typeof m === "string" ? m : format(m))) : [];
   // What it returned (an object of result fields, e.g. {block: true}), as JSON: the daemon merges
   // the event's declared fields of it as it does a Python handler's return value. A value that
   // is no JSON is said so (resultError), never the handler's failure: its messages still count.
-  let result = null;
-  let resultError;
   if (value !== undefined && value !== null) {
     try {
       const text = JSON.stringify(value);
-      if (text !== undefined && nestedPast(text, MAX_RESULT_DEPTH)) resultError = `nested deeper than ${MAX_RESULT_DEPTH} levels`;
-      else if (text !== undefined) result = JSON.parse(text);
+      if (text !== undefined && nestedPast(text, MAX_RESULT_DEPTH)) reply.resultError = `nested deeper than ${MAX_RESULT_DEPTH} levels`;
+      else if (text !== undefined) reply.result = JSON.parse(text);
     } catch (err) {
-      resultError = `not JSON: ${describe(err)}`;
+      reply.resultError = `not JSON: ${describe(err)}`;
     }
   }
-  return { id: message.id, ok: true, messages, changed, removed, result, resultError };
+  return reply;
 }
 
 const MAX_RESULT_DEPTH = 64; // as gatewayd/hooks/results.py's MAX_DEPTH
@@ -424,7 +512,7 @@ function nestedPast(text, limit) {
 let loads = Promise.resolve();
 
 function importOne(message) {
-  send({ op: "importing", id: message.id });
+  sendNow({ op: "importing", id: message.id });
   let timer;
   const stuck = new Promise((resolve) => {
     timer = setTimeout(resolve, message.timeoutMs ?? 10000, STUCK);
@@ -450,7 +538,11 @@ async function handle(message) {
     case "drop":
       for (const id of message.hooks) {
         handlers.delete(id);
-        for (const entry of subscriptions.get(id) ?? []) handlers.delete(entry);
+        cfgs.delete(id);
+        for (const entry of subscriptions.get(id) ?? []) {
+          handlers.delete(entry);
+          cfgs.delete(entry);
+        }
         subscriptions.delete(id);
       }
       send({ id: message.id, ok: true });
@@ -463,17 +555,58 @@ async function handle(message) {
   }
 }
 
-let pending = Buffer.alloc(0);
+// Lines in: each handled as it is read, a call at once (the hot path: no detour).
+const MAX_LINE = 64 << 20; // as the daemon's MAX_FRAME
+const LINE_ID = /^\{"op":"[a-z]+","id":(\d+)/;
+let partial = [];
+let partialSize = 0;
+
+function received(line) {
+  let message;
+  try {
+    message = JSON.parse(line);
+  } catch (err) {
+    const id = LINE_ID.exec(line);
+    if (id !== null) send({ id: Number(id[1]), ok: false, error: `the worker could not read the request: ${describe(err)}` });
+    else sendNow({ op: "log", hook: null, level: "error", text: `the worker could not read a line: ${describe(err)}` });
+    return;
+  }
+  const failed = (err) => send({ id: message.id, ok: false, error: describe(err) });
+  if (message.op === "call") call(message).then(send, failed);
+  else handle(message).catch(failed);
+}
+
+channel.setEncoding("utf8");
 channel.on("data", (chunk) => {
-  pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
-  while (pending.length >= 4) {
-    const size = pending.readUInt32BE(0);
-    if (pending.length < 4 + size) break;
-    const message = JSON.parse(pending.subarray(4, 4 + size).toString("utf8"));
-    pending = pending.subarray(4 + size);
-    const failed = (err) => send({ id: message.id, ok: false, error: describe(err) });
-    if (message.op === "call") call(message).then(send, failed); // the hot path: no detour
-    else handle(message).catch(failed);
+  let end = chunk.indexOf("\n");
+  if (end < 0) {
+    partial.push(chunk);
+    partialSize += chunk.length;
+    if (partialSize > MAX_LINE) {
+      sendNow({ op: "log", hook: null, level: "error", text: `a request of over ${MAX_LINE} characters: the worker ends` });
+      endAll(detached, process);
+    }
+    return;
+  }
+  let start = 0;
+  if (partial.length) {
+    partial.push(chunk.slice(0, end));
+    const line = partial.join("");
+    partial = [];
+    partialSize = 0;
+    received(line);
+    start = end + 1;
+    end = chunk.indexOf("\n", start);
+  }
+  while (end >= 0) {
+    received(chunk.slice(start, end));
+    start = end + 1;
+    end = chunk.indexOf("\n", start);
+  }
+  if (start < chunk.length) {
+    const rest = chunk.slice(start);
+    partial.push(rest);
+    partialSize = rest.length;
   }
 });
 // The daemon closed its end (it stopped or retired this generation): nothing left to do, and
@@ -481,4 +614,4 @@ channel.on("data", (chunk) => {
 channel.on("end", () => endAll(detached, process));
 channel.on("error", () => endAll(detached, process));
 if (process.argv.includes("--warm-typescript")) await import("./warm.ts");
-send({ op: "ready", node: process.version, pid: process.pid, inplace });
+sendNow({ op: "ready", node: process.version, pid: process.pid, inplace });

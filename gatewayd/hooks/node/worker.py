@@ -1,13 +1,10 @@
-"""One Node worker process (``worker.mjs``) and the framed JSON channel to it.
+"""One Node worker process (``worker.mjs``): started, supervised, killed with what it started.
 
-The worker is started with one end of a Unix socket pair as an inherited fd; frames both ways are
-a 4-byte big-endian length and UTF-8 JSON (see ``worker.mjs`` for the messages). The channel is
-an asyncio protocol: a reply parsed in ``data_received`` resolves its request's future with no
-task switch in between, which is what keeps a round trip to tens of microseconds. A frame that
-cannot be decoded (nested past the parser's stack) fails its own request, not the channel.
+The worker is started with one end of a Unix socket pair as an inherited fd, the channel to it
+(``channel.py``: JSON lines, batched both ways, each request a future).
 
 :meth:`NodeWorker.serve` owns the process for its whole life: it starts it, waits for its
-``ready`` frame, reports started, and returns when the process has exited, after failing every
+``ready`` line, reports started, and returns when the process has exited, after failing every
 request still waiting with the reason (:meth:`kill` names one; an exit of its own is reported
 with its code or signal). Nothing here restarts a worker; ``runtime.py`` decides that.
 
@@ -23,12 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
-import re
 import signal
 import socket
-import struct
 import subprocess
 import time
 from pathlib import Path
@@ -37,9 +31,9 @@ from typing import Any, Final
 import anyio
 import anyio.abc
 
+from gatewayd.hooks.node.channel import CallTimeout, Channel, Reply, WorkerGone
 from gatewayd.hooks.node.output import LogSink, OutputPipe, read_output
 from gatewayd.hooks.node.resolve import NodeBinary
-from gatewayd.jsonenc import loads
 
 WORKER_SCRIPT: Final = Path(__file__).with_name("worker.mjs")
 START_TIMEOUT_S: Final = 30.0
@@ -51,58 +45,6 @@ end it and its hooks' detached children before its process group is killed from 
 OUTPUT_GRACE_S: Final = 0.5
 """After the worker exited, how long its output pipes may still be read (a child killed with
 it may hold them a moment)."""
-MAX_FRAME: Final = 64 << 20
-_HEAD = struct.Struct(">I")
-_REPLY_ID = re.compile(rb'^\{"id":(\d+)')
-
-
-class WorkerGone(Exception):
-    """The worker exited or was killed before it answered; the message is the reason."""
-
-
-class _Channel(asyncio.Protocol):
-    """Frames in, futures resolved; frames out."""
-
-    def __init__(self, worker: NodeWorker) -> None:
-        self.worker = worker
-        self.buffer = bytearray()
-        self.transport: Any = None
-        """An ``asyncio.Transport`` (uvloop's does not subclass it, hence ``Any``)."""
-        self.closed = anyio.Event()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        buffer = self.buffer
-        buffer += data
-        offset = 0
-        while len(buffer) - offset >= 4:
-            (size,) = _HEAD.unpack_from(buffer, offset)
-            if len(buffer) - offset - 4 < size:
-                break
-            frame = bytes(buffer[offset + 4 : offset + 4 + size])
-            offset += 4 + size
-            try:
-                message = loads(frame)
-            except ValueError as exc:
-                message = _undecodable(frame, exc)
-            self.worker._received(message)
-        if offset:
-            del buffer[:offset]
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed.set()
-        self.worker._channel_lost()
-
-
-def _undecodable(frame: bytes, exc: ValueError) -> dict[str, Any]:
-    """A frame the daemon cannot decode, as an error reply to its request (replies begin with
-    their id) or, without one, a log line of the worker's."""
-    error = f"the node worker's reply could not be read: {exc}"
-    if (match := _REPLY_ID.match(frame)) is not None:
-        return {"id": int(match[1]), "ok": False, "error": error}
-    return {"op": "log", "hook": None, "level": "error", "text": error}
 
 
 class NodeWorker:
@@ -124,9 +66,15 @@ class NodeWorker:
         self.first_rss = 0
         self.exit_reason: str | None = None
         """Why the worker is gone, once it is."""
-        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self._next_id = 0
-        self._channel: _Channel | None = None
+        self.channel = Channel(self._message, self._channel_lost, self.kill)
+        self.call = self.channel.call
+        """:meth:`Channel.call`: a hook's call (its ``cfg`` sent once), within its timeout."""
+        self.request = self.channel.request
+        """:meth:`Channel.request`: any other request (``load``, ``begin``, ``ping``)."""
+        self.forget = self.channel.forget
+        """:meth:`Channel.forget`: a request nobody waits for any more."""
+        self.drop = self.channel.drop
+        """:meth:`Channel.drop`: have the worker forget a replaced generation's handlers."""
         self._ready: asyncio.Future[dict[str, Any]] | None = None
         self._kill_reason: str | None = None
         self._process: anyio.abc.Process | None = None
@@ -143,7 +91,7 @@ class NodeWorker:
 
     @property
     def alive(self) -> bool:
-        return self.exit_reason is None and self._channel is not None
+        return self.exit_reason is None and self.channel.transport is not None
 
     @property
     def doomed(self) -> bool:
@@ -157,12 +105,12 @@ class NodeWorker:
 
     @property
     def in_flight(self) -> int:
-        return len(self._pending)
+        return self.channel.in_flight
 
     @property
     def last_request_id(self) -> int:
         """The id of the request :meth:`request` sent last."""
-        return self._next_id
+        return self.channel.last_request_id
 
     def command(self) -> list[str]:
         argv = [self.binary.path, *self.binary.flags(self.typescript), str(WORKER_SCRIPT)]
@@ -183,6 +131,7 @@ class NodeWorker:
             theirs.append(channel_theirs)
             parent_r, parent_w = os.pipe()
             theirs.append(parent_r)
+            os.set_blocking(parent_r, False)  # see worker.mjs: its watchdog polls it
             ours.append(parent_w)
             out_r, out_w = os.pipe()
             ours.append(out_r)
@@ -223,7 +172,7 @@ class NodeWorker:
                     self._outputs.append(await read_output(fd, self.on_log, level))
                 sock = socket.socket(fileno=channel_ours)
                 ours.remove(channel_ours)
-                _, self._channel = await loop.connect_accepted_socket(lambda: _Channel(self), sock)
+                await loop.connect_accepted_socket(lambda: self.channel, sock)
                 await self._run(process, task_status)
             except BaseException:
                 self.kill(self._kill_reason or "the node worker was stopped")
@@ -238,9 +187,9 @@ class NodeWorker:
                 self._finish(process.returncode)
                 with anyio.CancelScope(shield=True):
                     await process.aclose()
-                    if self._channel is not None:  # let the transport close its socket
+                    if self.channel.transport is not None:  # let it close its socket
                         with anyio.move_on_after(1):
-                            await self._channel.closed.wait()
+                            await self.channel.closed.wait()
                     await self._close_outputs()
         finally:
             for fd in ours:  # never handed over
@@ -279,13 +228,7 @@ class NodeWorker:
                 self.exit_reason = f"the node worker (pid {self.pid}) died of signal {-code}"
             else:
                 self.exit_reason = f"the node worker (pid {self.pid}) exited with code {code}"
-        if self._channel is not None and self._channel.transport is not None:
-            self._channel.transport.abort()
-        pending, self._pending = self._pending, {}
-        for future in pending.values():
-            if not future.done():
-                future.set_exception(WorkerGone(self.exit_reason))
-                future.exception()  # retrieved: nobody may be waiting for it any more
+        self.channel.fail(self.exit_reason)
         if self._ready is not None and not self._ready.done():
             self._ready.set_exception(WorkerGone(self.exit_reason))
             self._ready.exception()
@@ -317,8 +260,8 @@ class NodeWorker:
 
     async def stop(self) -> None:
         """Close the channel (the worker exits by itself), then kill it after a grace period."""
-        if self._channel is not None and self._channel.transport is not None:
-            self._channel.transport.close()
+        if self.channel.transport is not None:
+            self.channel.transport.close()
         if self._process is not None and self._process.returncode is None:
             with anyio.move_on_after(STOP_GRACE_S):
                 await self._process.wait()
@@ -327,21 +270,14 @@ class NodeWorker:
 
     # -- the channel ------------------------------------------------------------------------
 
-    def _received(self, message: dict[str, Any]) -> None:
+    def _message(self, message: Reply) -> None:
         op = message.get("op")
         if op == "importing":
             self.importing[message.get("id", -1)] = asyncio.get_running_loop().time()
-            return
-        if op == "log":
+        elif op == "log":
             self.on_log(message.get("hook"), str(message.get("level")), str(message.get("text")))
-            return
-        if op == "ready":
-            if self._ready is not None and not self._ready.done():
-                self._ready.set_result(message)
-            return
-        future = self._pending.pop(message.get("id", -1), None)
-        if future is not None and not future.done():
-            future.set_result(message)
+        elif op == "ready" and self._ready is not None and not self._ready.done():
+            self._ready.set_result(message)
 
     def _channel_lost(self) -> None:
         # The process is exiting (its exit code is the reason) or closed its end while still
@@ -354,52 +290,5 @@ class NodeWorker:
 
         asyncio.get_running_loop().call_later(STOP_GRACE_S, kill_if_running)
 
-    def request(
-        self, message: dict[str, Any], event_json: str | None = None
-    ) -> asyncio.Future[dict[str, Any]]:
-        """Send ``message`` with a fresh ``id`` (and ``event_json`` as its ``event``, spliced in
-        as it is); the future is the reply, or fails with ``WorkerGone``."""
-        if not self.alive:
-            raise WorkerGone(self.exit_reason or "the node worker is not running")
-        assert self._channel is not None and self._channel.transport is not None
-        self._next_id += 1
-        request_id = self._next_id
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = future
-        text = json.dumps({**message, "id": request_id})
-        if event_json is not None:
-            text = f'{text[:-1]}, "event": {event_json}}}'
-        body = text.encode()
-        if len(body) > MAX_FRAME:
-            del self._pending[request_id]
-            raise ValueError(f"event too large for the node worker ({len(body)} bytes)")
-        self._channel.transport.write(_HEAD.pack(len(body)) + body)
-        return future
 
-    def call(
-        self, hook_id: str, event_json: str, cfg_json: str | None = None
-    ) -> asyncio.Future[dict[str, Any]]:
-        """Run hook ``hook_id`` (the runtime's, digits and dots) on an event already in its
-        wire form (JSON text), with its context's ``cfg`` as JSON text apart when given:
-        :meth:`request` with the frame written out directly."""
-        if not self.alive:
-            raise WorkerGone(self.exit_reason or "the node worker is not running")
-        assert self._channel is not None and self._channel.transport is not None
-        self._next_id += 1
-        request_id = self._next_id
-        cfg = "" if cfg_json is None else f',"cfg":{cfg_json}'
-        text = f'{{"op":"call","hook":"{hook_id}","id":{request_id}{cfg},"event":{event_json}}}'
-        body = text.encode()
-        if len(body) > MAX_FRAME:
-            raise ValueError(f"event too large for the node worker ({len(body)} bytes)")
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = future
-        self._channel.transport.write(_HEAD.pack(len(body)) + body)
-        return future
-
-    def forget(self, future: asyncio.Future[dict[str, Any]]) -> None:
-        """Drop a request nobody waits for any more (its reply, if any, is ignored)."""
-        for request_id, pending in list(self._pending.items()):
-            if pending is future:
-                del self._pending[request_id]
-                break
+__all__ = ["CallTimeout", "NodeWorker", "WorkerGone"]
