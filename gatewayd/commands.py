@@ -137,6 +137,52 @@ def _entry_json(entry: SessionEntry | None) -> dict[str, Any] | None:
     return entry.to_json() if entry is not None else None
 
 
+def received_context(msg: Inbound) -> dict[str, Any]:
+    """``message:received``'s context for ``msg``."""
+    return {
+        "from": msg.sender_id,
+        "content": msg.text,
+        "channelId": msg.channel,
+        "sessionKey": msg.session_key,
+        "timestamp": epoch_ms(),
+        "conversationId": msg.session_key,
+        "messageId": message_id(),
+        "metadata": {
+            "provider": msg.channel,
+            "surface": msg.channel,
+            "senderId": msg.sender_id,
+        },
+        "direction": RECEIVED,
+    }
+
+
+def session_context(entry: SessionEntry, reason: str) -> dict[str, Any]:
+    """``session:start``'s and ``session:end``'s context for ``entry``."""
+    return {
+        "sessionEntry": entry.to_json(),
+        "sessionId": entry.session_id,
+        "sessionFile": str(entry.session_file),
+        "sessionKey": entry.session_key,
+        "reason": reason,
+    }
+
+
+def command_context(
+    msg: Inbound, command: Command, entry: SessionEntry | None, previous: SessionEntry | None
+) -> dict[str, Any]:
+    """A ``command:<name>`` event's context: the session it leaves (``entry``) and, for a reset,
+    the one it ended (``previous``)."""
+    return {
+        "sessionEntry": _entry_json(entry),
+        "previousSessionEntry": _entry_json(previous),
+        "sessionId": entry.session_id if entry else None,
+        "sessionFile": str(entry.session_file) if entry else None,
+        "commandSource": msg.channel,
+        "senderId": msg.sender_id,
+        "args": command.args,
+    }
+
+
 class _SessionLock:
     """A session's posting lock and how many messages hold or wait for it; ``async with`` it
     through :meth:`SessionLocks.lock`; it forgets itself when its last user leaves.
@@ -426,26 +472,7 @@ class CommandRouter:
         await self.dispatcher.post_all(events)
 
     def _received_event(self, msg: Inbound) -> HookEvent:
-        event = self._event(
-            "message",
-            "received",
-            msg.session_key,
-            {
-                "from": msg.sender_id,
-                "content": msg.text,
-                "channelId": msg.channel,
-                "sessionKey": msg.session_key,
-                "timestamp": epoch_ms(),
-                "conversationId": msg.session_key,
-                "messageId": message_id(),
-                "metadata": {
-                    "provider": msg.channel,
-                    "surface": msg.channel,
-                    "senderId": msg.sender_id,
-                },
-                "direction": RECEIVED,
-            },
-        )
+        event = self._event("message", "received", msg.session_key, received_context(msg))
         event.trace = msg.trace
         return event
 
@@ -496,18 +523,7 @@ class CommandRouter:
         return tickets
 
     def _session_event(self, action: str, entry: SessionEntry, reason: str) -> HookEvent:
-        return self._event(
-            "session",
-            action,
-            entry.session_key,
-            {
-                "sessionEntry": entry.to_json(),
-                "sessionId": entry.session_id,
-                "sessionFile": str(entry.session_file),
-                "sessionKey": entry.session_key,
-                "reason": reason,
-            },
-        )
+        return self._event("session", action, entry.session_key, session_context(entry, reason))
 
     def _command_event(
         self,
@@ -516,20 +532,8 @@ class CommandRouter:
         entry: SessionEntry | None,
         previous: SessionEntry | None,
     ) -> HookEvent:
-        return self._event(
-            "command",
-            command.name,
-            msg.session_key,
-            {
-                "sessionEntry": _entry_json(entry),
-                "previousSessionEntry": _entry_json(previous),
-                "sessionId": entry.session_id if entry else None,
-                "sessionFile": str(entry.session_file) if entry else None,
-                "commandSource": msg.channel,
-                "senderId": msg.sender_id,
-                "args": command.args,
-            },
-        )
+        context = command_context(msg, command, entry, previous)
+        return self._event("command", command.name, msg.session_key, context)
 
     async def _start_session(
         self, session_key: str, reason: str, trace: bool, tickets: list[Ticket]

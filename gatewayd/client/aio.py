@@ -98,8 +98,7 @@ class Client:
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
-        self._socket, self._config = socket, config
-        self._max_in_flight = max_in_flight
+        self._socket, self._config, self._max_in_flight = socket, config, max_in_flight
         self._quick_s, self._wait_s, self._connect_s = quick_timeout, wait_timeout, connect_timeout
         self._reconnect, self._hello = reconnect, hello
         self.path = ""

@@ -95,6 +95,19 @@ class Write:
         self.delay = 0.05
         """Before the next try on a full disk."""
 
+    def retry_delay(self, full_wait_s: float) -> float | None:
+        """On a full disk: how long to wait before this write is sent again (doubling from
+        50 ms to 0.5 s), or None once its deadline passed: ``fullWaitMs`` after its first event
+        was posted (a batch that waited behind another's retries has used that time already;
+        marks alone get no wait)."""
+        now = time.monotonic()
+        if self.deadline is None:
+            self.deadline = self.appended + full_wait_s if self.batch else now
+        if now >= self.deadline:
+            return None
+        delay, self.delay = self.delay, min(self.delay * 2, 0.5)
+        return delay
+
 
 def _not_open(*args: Any) -> Any:
     raise RuntimeError("append() before open()")
@@ -261,7 +274,8 @@ class GroupCommit:
             now = time.monotonic()
             if not batch or now - self._marks_at >= DONE_DELAY_S:
                 self._marks_at = now
-                done = self._take_done()
+                # The marks kept from a failed write first, then those queued since.
+                done, self._carry, self._done = [*self._carry, *self._done], [], []
         write = Write(batch, commit, dead, done, self.request(*laid, done, dead, []), self._sent)
         self._writing = write
         self._busy = True
@@ -281,14 +295,6 @@ class GroupCommit:
             self._trim_countdown = TRIM_EVERY
             trim = self.retain_done
         return (rows, values, done, time.time(), trim, dead, started, catch_up)
-
-    def _take_done(self) -> list[int]:
-        """The marks kept from a failed write, then those queued since."""
-        taken, self._done = self._done, []
-        if self._carry:
-            taken[:0] = self._carry
-            self._carry = []
-        return taken
 
     def _send(self, write: Write) -> None:
         writer = self._writer
@@ -347,27 +353,22 @@ class GroupCommit:
         self._catch_up = True
 
     def _full_wait(self, write: Write, message: str) -> bool:
-        """A full disk: True when ``write`` is sent again later (backoff doubling to 0.5 s)
-        because its deadline is not reached: ``fullWaitMs`` after its first event was posted
-        (a batch that waited behind another's retries has used that time already; none for
-        marks alone). Its posters wait meanwhile, and no other batch is written."""
-        now = time.monotonic()
-        if write.deadline is None:
-            write.deadline = write.appended + self.full_wait_s if write.batch else now
-            if not self.full:
-                log.error(
-                    "journal.full",
-                    path=str(self.path),
-                    error=message,
-                    waiting_ms=round(self.full_wait_s * 1000),
-                    fix="free space on the journal's filesystem",
-                )
-            self.full = True
-        if now >= write.deadline:
+        """A full disk: True when ``write`` is sent again later (:meth:`Write.retry_delay`).
+        Its posters wait meanwhile, and no other batch is written."""
+        if not self.full:
+            log.error(
+                "journal.full",
+                path=str(self.path),
+                error=message,
+                waiting_ms=round(self.full_wait_s * 1000),
+                fix="free space on the journal's filesystem",
+            )
+        self.full = True
+        delay = write.retry_delay(self.full_wait_s)
+        if delay is None:
             return False
         assert self._loop is not None
-        self._loop.call_later(write.delay, self._send, write)
-        write.delay = min(write.delay * 2, 0.5)
+        self._loop.call_later(delay, self._send, write)
         return True
 
     def _written(
