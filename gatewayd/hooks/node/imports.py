@@ -22,15 +22,13 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import anyio
 
 from gatewayd.hooks.changes import Fingerprint, fingerprint
+from gatewayd.hooks.node.hook import NodeHook
 from gatewayd.hooks.node.worker import NodeWorker, WorkerGone
-
-if TYPE_CHECKING:
-    from gatewayd.hooks.node.runtime import NodeHook
 
 IMPORT_GRACE_S: Final = 1.0
 """Past the import bound, how long a worker that has not answered is given before it is taken

@@ -9,8 +9,8 @@ into a fresh worker otherwise: on an older Node, when a file the worker loaded f
 ``node_modules`` changed on disk, or when the worker is due to be
 *recycled* (ESM modules are never unloaded, so a worker is replaced after
 :data:`RECYCLE_GENERATIONS` generations or :data:`RECYCLE_GROWTH_BYTES` of growth, which keeps
-its memory bounded however often hooks are edited). A fresh worker is the *spare* when one is
-ready: started ahead of time, its Node started and its type stripper warmed.
+its memory bounded however often hooks are edited). The workers themselves (starting them, the
+*spare* started ahead of time, serving them, the hang check) are ``pool.py``'s.
 :meth:`NodeRuntime.reimport` starts the next load of the current generation's hooks before a
 reload has rebuilt its hook list, and the reload's :meth:`NodeRuntime.load` takes it when it asks
 for the same hooks (so a watched save of a ``.ts`` file imports while the Python side rebuilds).
@@ -25,9 +25,8 @@ hooks after it go into a fresh worker. A hook whose import overran is failed at 
 next loads, without being imported, until a file of the hook changes.
 
 Failures: a call answered with an error is that hook's error. A call that outlives its timeout is
-a timeout, and the worker is then pinged; one that does not answer within
-:data:`HANG_GRACE_S` is hung and killed. Calls made meanwhile wait for that verdict, so the next
-hook of the same event is not sent into a worker about to be killed. A killed or crashed worker
+a timeout, and the worker is then checked for a hang (``WorkerPool.check_hung``). A killed or
+crashed worker
 fails the calls in flight, each with the reason; the generation then starts a new worker and
 loads the same hooks into it (with a back-off if it keeps dying), and calls wait for it within
 their own timeouts.
@@ -38,32 +37,23 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Final
 
 import anyio
 import anyio.abc
 import structlog
 
-from gatewayd.hooks.node.generation import (
-    EarlyLoad,
-    Generation,
-    NodeHook,
-    NodeSubscription,
-    apply_reply,
-)
+from gatewayd.hooks.node.generation import EarlyLoad, Generation
+from gatewayd.hooks.node.hook import NodeHook, NodeSubscription, apply_reply
 from gatewayd.hooks.node.imports import StuckImports
+from gatewayd.hooks.node.pool import WorkerPool
 from gatewayd.hooks.node.resolve import NodeBinary
 from gatewayd.hooks.node.worker import NodeWorker, WorkerGone
 
 log = structlog.get_logger("gatewayd.hooks.node")
-hook_log = structlog.get_logger("gatewayd.hooks")
-"""``hook.error`` / ``hook.timeout`` / ``hook.console`` lines, as Python handlers' are logged."""
 
 LOAD_TIMEOUT_S: Final = 10.0
 """How long one hook's module may take to import (its top-level code included)."""
-HANG_GRACE_S: Final = 1.0
-"""After a timeout, how long the worker has to answer a ping before it is killed as hung."""
 RETIRE_IDLE_S: Final = 1.0
 """A replaced generation's worker stops after this long without calls (or at the next reload)."""
 RETIRE_MAX_S: Final = 120.0
@@ -80,18 +70,11 @@ def _due(worker: NodeWorker) -> bool:
     return worker.generations >= RECYCLE_GENERATIONS or grown > RECYCLE_GROWTH_BYTES
 
 
-@dataclass
-class _Spare:
-    worker: NodeWorker
-    started: anyio.Event = field(default_factory=anyio.Event)
-
-
 class NodeRuntime:
     """Owns every Node worker of the daemon; run it in the gateway's task group."""
 
     def __init__(self) -> None:
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._spare: _Spare | None = None
+        self._pool = WorkerPool(self._worker_exited)
         self._owner: dict[NodeWorker, Generation] = {}
         self.current: Generation | None = None
         self._retiring: list[Generation] = []
@@ -106,64 +89,22 @@ class NodeRuntime:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Serve until cancelled; cancelling kills every worker."""
-        try:
-            async with anyio.create_task_group() as tg:
-                self._tg = tg
-                task_status.started()
-                await anyio.sleep_forever()
-        finally:
-            self._tg = None
-
-    @property
-    def load_timeout_s(self) -> float:
-        """:data:`LOAD_TIMEOUT_S`, read when a load asks (tests shorten it)."""
-        return LOAD_TIMEOUT_S
+        await self._pool.run(task_status=task_status)
 
     @property
     def workers(self) -> list[NodeWorker]:
         """Every live worker: current, retiring and spare (for status and tests)."""
         found = [g.worker for g in (self.current, *self._retiring) if g is not None and g.worker]
-        if self._spare is not None:
-            found.append(self._spare.worker)
+        if (spare := self._pool.spare) is not None:
+            found.append(spare)
         return [w for w in dict.fromkeys(found) if w.alive]
-
-    def _on_log(self, hook: str | None, level: str, text: str) -> None:
-        method = {
-            "debug": hook_log.debug,
-            "warning": hook_log.warning,
-            "error": hook_log.error,
-        }.get(level, hook_log.info)
-        method("hook.console", hook=hook, text=text)
 
     # -- workers ----------------------------------------------------------------------------
 
-    async def _serve(self, worker: NodeWorker, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        cancelled = False
-        try:
-            await worker.serve(task_status=task_status)
-        except anyio.get_cancelled_exc_class():
-            cancelled = True  # the daemon is stopping: the worker dies with it, no restart
-            raise
-        finally:
-            generation = self._owner.pop(worker, None)
-            if not cancelled and generation is not None and generation.worker is worker:
-                self._worker_gone(generation, worker)
-
-    async def _start_worker(self, binary: NodeBinary, typescript: bool) -> NodeWorker:
-        """A ready worker: the spare when it fits, else a new one."""
-        assert self._tg is not None, "NodeRuntime.run() is not running"
-        spare, self._spare = self._spare, None
-        if spare is not None:
-            if spare.worker.binary == binary and spare.worker.typescript >= typescript:
-                with anyio.move_on_after(30):
-                    await spare.started.wait()
-                if spare.worker.alive:
-                    return spare.worker
-            else:
-                await spare.worker.stop()
-        worker = NodeWorker(binary, typescript=typescript, on_log=self._on_log)
-        await self._tg.start(self._serve, worker)
-        return worker
+    def _worker_exited(self, worker: NodeWorker) -> None:
+        generation = self._owner.pop(worker, None)
+        if generation is not None and generation.worker is worker:
+            self._worker_gone(generation, worker)
 
     async def _reusable(self, binary: NodeBinary, typescript: bool) -> NodeWorker | None:
         """The current generation's worker, when the next generation can load into it."""
@@ -185,23 +126,6 @@ class NodeRuntime:
             pass
         return None
 
-    def _start_spare(self, binary: NodeBinary, typescript: bool) -> None:
-        if self._tg is None or self._spare is not None:
-            return
-        spare = _Spare(NodeWorker(binary, typescript=typescript, on_log=self._on_log))
-        self._spare = spare
-
-        async def warm() -> None:
-            assert self._tg is not None
-            try:
-                await self._tg.start(self._serve, spare.worker)
-            except WorkerGone as exc:
-                log.warning("node.spare_failed", reason=str(exc))
-            finally:
-                spare.started.set()
-
-        self._tg.start_soon(warm)
-
     # -- generations ------------------------------------------------------------------------
 
     def reimport(self) -> EarlyLoad | None:
@@ -215,7 +139,7 @@ class NodeRuntime:
         """
         current = self.current
         worker = current.worker if current is not None else None
-        if self._tg is None or self._early is not None or current is None or worker is None:
+        if not self._pool.running or self._early is not None or current is None or worker is None:
             return None
         if worker.doomed or not worker.inplace or _due(worker):
             return None
@@ -232,7 +156,7 @@ class NodeRuntime:
             finally:
                 early.done.set()
 
-        self._tg.start_soon(load_early)
+        self._pool.start_soon(load_early)
         return early
 
     async def load(
@@ -274,7 +198,7 @@ class NodeRuntime:
         self._sequence += 1
         for index, hook in enumerate(hooks):
             hook.id = f"{self._sequence}.{index}"
-        generation = Generation(self, binary, hooks)
+        generation = Generation(self._pool, binary, hooks, str(self._sequence), LOAD_TIMEOUT_S)
         self._loaded = generation
         # A hook whose import overran in an earlier load, its files as they were, is failed
         # without being imported again (it would hold this load as long again).
@@ -286,7 +210,7 @@ class NodeRuntime:
         fresh = worker is None
         if worker is None:
             try:
-                worker = await self._start_worker(binary, generation.typescript)
+                worker = await self._pool.take(binary, generation.typescript)
             except WorkerGone as exc:
                 return generation, {**errors, **{h: str(exc) for h in generation.hooks}}
         every = generation.hooks
@@ -302,7 +226,7 @@ class NodeRuntime:
                 break
             generation.hooks = retry
             try:
-                worker = await self._start_worker(binary, generation.typescript)
+                worker = await self._pool.take(binary, generation.typescript)
             except WorkerGone as exc:
                 return generation, {**errors, **own, **{h: str(exc) for h in retry}}
             fresh = True
@@ -356,16 +280,15 @@ class NodeRuntime:
         if generation is not None:
             worker = generation.worker
             if worker is None or not worker.inplace or _due(worker):
-                self._start_spare(generation.binary, generation.typescript)
-        elif self._spare is not None and self._tg is not None:
-            spare, self._spare = self._spare, None
-            self._tg.start_soon(spare.worker.stop)
+                self._pool.start_spare(generation.binary, generation.typescript)
+        else:
+            self._pool.stop_spare()
 
     def _retire_soon(self, generation: Generation) -> None:
         self._retiring.append(generation)
         generation.retired = True
-        if self._tg is not None:
-            self._tg.start_soon(self._retire, generation)
+        if self._pool.running:
+            self._pool.start_soon(self._retire, generation)
         else:
             self._retiring.remove(generation)
 
@@ -395,34 +318,8 @@ class NodeRuntime:
 
     # -- failures ---------------------------------------------------------------------------
 
-    def check_hung(self, worker: NodeWorker, hook: NodeHook, timeout_s: float) -> None:
-        """After ``hook`` timed out: kill ``worker`` if it does not answer a ping in time.
-        Meanwhile :attr:`NodeWorker.suspect` holds new calls back (see :meth:`Generation.call`)."""
-        if self._tg is None or worker.suspect is not None or not worker.alive:
-            return
-        verdict = worker.suspect = anyio.Event()
-
-        async def check() -> None:
-            try:
-                future = worker.request({"op": "ping"})
-                with anyio.move_on_after(HANG_GRACE_S):
-                    await future
-                    return
-                worker.forget(future)
-                worker.kill(
-                    f"the node worker was killed: it stopped answering after hook {hook.name!r} "
-                    f"ran past its {round(timeout_s * 1000)} ms timeout"
-                )
-            except WorkerGone:
-                return
-            finally:
-                worker.suspect = None
-                verdict.set()
-
-        self._tg.start_soon(check)
-
     def _worker_gone(self, generation: Generation, worker: NodeWorker) -> None:
-        if generation.retired or self._tg is None:
+        if generation.retired or not self._pool.running:
             return
         if time.monotonic() - worker.started_at > 60:
             generation.restarts = 0  # it had been healthy: this is not a crash loop
@@ -434,7 +331,7 @@ class NodeRuntime:
             action="restarting it",
         )
         generation.ready = anyio.Event()
-        self._tg.start_soon(self._restart, generation)
+        self._pool.start_soon(self._restart, generation)
 
     async def _restart(self, generation: Generation) -> None:
         delay = RESTART_BACKOFF_S[min(generation.restarts, len(RESTART_BACKOFF_S) - 1)]
@@ -444,15 +341,11 @@ class NodeRuntime:
             generation.ready.set()
             return
         try:
-            worker = NodeWorker(
-                generation.binary, typescript=generation.typescript, on_log=self._on_log
-            )
-            assert self._tg is not None
-            await self._tg.start(self._serve, worker)
+            worker = await self._pool.start(generation.binary, generation.typescript)
         except WorkerGone as exc:
             log.error("node.restart_failed", reason=str(exc))
             generation.ready.set()
-            self._tg.start_soon(self._restart, generation)  # type: ignore[union-attr]
+            self._pool.start_soon(self._restart, generation)
             return
         errors = await generation.import_into(worker)
         for hook, reason in errors.items():
