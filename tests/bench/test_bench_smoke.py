@@ -36,8 +36,8 @@ BENCHMARKS = [
     "connect",
     "redis",
 ]
-"""The modules ``python -m bench`` runs (``bench.__main__.BENCHMARKS``): one per benchmark of
-issue 7, plus the watcher."""
+"""The modules ``python -m bench`` runs (``bench.__main__.BENCHMARKS``): one per benchmark
+target, plus the watcher."""
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

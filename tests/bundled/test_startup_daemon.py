@@ -77,7 +77,7 @@ def workspace_for_bootstrap(ws: Path, outside: Path) -> None:
         "packages/api/AGENTS.md": "api",
         "packages/web/AGENTS.md": "web",
         "packages/web/TOOLS.md": "web tools",
-        "packages/web/NOTES.md": "not a bootstrap name",
+        "packages/web/README.md": "not a bootstrap name",
         "packages/big/TOOLS.md": "t" * (2 * 1024 * 1024 + 1),
         "docs/deep/HEARTBEAT.md": "beat",
     }.items():
@@ -126,11 +126,11 @@ async def test_bootstrap_op_returns_the_extended_list(make_daemon: MakeDaemon) -
     assert refused.keys() == {
         "packages/big/TOOLS.md",
         "packages/evil/SOUL.md",
-        "packages/web/NOTES.md",
+        "packages/web/README.md",
     }
     assert "2 MiB" in refused["packages/big/TOOLS.md"]
     assert "outside the workspace" in refused["packages/evil/SOUL.md"]
-    assert "not a bootstrap file name" in refused["packages/web/NOTES.md"]
+    assert "not a bootstrap file name" in refused["packages/web/README.md"]
 
     sub = (await daemon.request("bootstrap", sessionKey="agent:main:subagent:42"))["bootstrapFiles"]
     assert rel_paths(daemon, sub) == [

@@ -1,4 +1,4 @@
-"""Habits a command line is expected to have, on the real CLI in subprocesses (issue 17):
+"""Habits a command line is expected to have, on the real CLI in subprocesses:
 ``-V``, "did you mean", ``--json`` wherever data is printed, exit 78 for a bad config on every
 command, env-var errors that name the variable, and shell completion run in real bash and zsh.
 The habits that need a running daemon are in ``tests/daemon/test_daemon_cli_habits.py``.

@@ -99,7 +99,8 @@ def test_status_without_the_parser_gives_what_the_parser_gives(argv: list[str]) 
 def test_status_imports_nothing_a_stdlib_client_would_not(tmp_path: Path) -> None:
     """``gatewayd status`` (run by monitors in a loop) imports what a one-liner sending the same
     request imports (``json``, ``socket``), plus gatewayd's own client modules: no argparse,
-    no typing (bench/NOTES.md, issue 18). No daemon is needed: it fails to connect."""
+    no typing, whose imports would be most of a run's cost. No daemon is needed: it fails to
+    connect."""
 
     def modules_after(code: str, **env: str) -> tuple[set[str], str]:
         """The modules loaded once ``code`` ran in a fresh interpreter, and its stderr."""

@@ -51,7 +51,7 @@ BUILD_TIMEOUT_S = 1800
 # first stage cost the run its longest path: with the vfs storage driver, `COPY --from` creates
 # a container of the source image (a copy of its whole root filesystem, 555 MB) even when the
 # layer then comes from the cache, and the image's own layers and the container run from it copy
-# 743 MB more (bench/NOTES.md, "The test suite's wall time, session 8").
+# 743 MB more.
 SYSTEMD_DOCKERFILE = (
     f"FROM {SYSTEMD_BASE_IMAGE}\n"
     "RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "

@@ -1,4 +1,4 @@
-"""Issue 13, class 1: no single request or connection can stop the daemon.
+"""No single request or connection can stop the daemon.
 
 Each case is one request line (or one way of leaving) that once raised out of the connection
 into the task group holding every connection, or put text on the wire that is not JSON. Every

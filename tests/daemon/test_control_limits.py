@@ -1,4 +1,4 @@
-"""Issue 13, class 1: no client can take the control socket away from the others.
+"""No client can take the control socket away from the others.
 
 A real ``gatewayd run`` with ``gateway.control.maxConnections`` and ``idleTimeoutMs`` set low: one
 connection over the cap is answered ``busy``; a client that sends nothing, trickles a line a

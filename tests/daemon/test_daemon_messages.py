@@ -319,7 +319,7 @@ async def test_bootstrap_op_and_agent_bootstrap_on_session_start(
     workspace.mkdir()
     (workspace / "AGENTS.md").write_text("# agents\n")
     (workspace / "SOUL.md").write_text("be kind\n")
-    (workspace / "NOTES.md").write_text("not a bootstrap file\n")
+    (workspace / "README.md").write_text("not a bootstrap file\n")
     write_hook(
         state_dir / "hooks",
         "add-file",

@@ -1,4 +1,4 @@
-"""One vocabulary (issue 17): a hook's status word is the same in ``status``, ``reload``,
+"""One vocabulary: a hook's status word is the same in ``status``, ``reload``,
 ``hooks list`` and ``hooks check``, and a reload that leaves a hook failed or invalid exits 1
 like ``hooks check`` does. Real ``gatewayd`` subprocesses against a real gateway (in-process).
 """

@@ -1,6 +1,6 @@
 """The per-session bound (gatewayd/lanes.py) in-process: the orders a socket client cannot pin.
 
-Issue 13, class 4: one session's backlog must never stall other sessions. Each test drives a
+One session's backlog must never stall other sessions. Each test drives a
 real TriggerQueue and Dispatcher (the in-memory journal, or the SQLite one on a real file) and
 checks who is accepted, in which order, and that nothing accepted is lost.
 """

@@ -1,4 +1,4 @@
-"""Class 6 of issue 13: files and permissions are safe under any umask and any root.
+"""Files and permissions are safe under any umask and any root.
 
 A real ``gatewayd run`` (and the real CLI) as root: a umask of 000, hook files another user may
 write, a symlink where the lock file goes, a config edited by root for a daemon user, a trigger

@@ -1,4 +1,4 @@
-"""Issue 13, class 4: a hook cannot wedge the daemon. Each test runs a real ``gatewayd run``
+"""A hook cannot wedge the daemon. Each test runs a real ``gatewayd run``
 with a hook that misbehaves in one way, and checks the daemon goes on answering."""
 
 from __future__ import annotations

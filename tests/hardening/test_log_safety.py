@@ -1,4 +1,4 @@
-"""Class 5 of issue 13: the log is not a way in or a way down.
+"""The log is not a way in or a way down.
 
 A real ``gatewayd run``: a failing handler's local variables never reach the log, and a stderr
 whose reader went away (a log shipper on a pipe that exited) never stops request handling.

@@ -1,4 +1,4 @@
-"""Class 2 of issue 13: no file the user or the filesystem produces stops the daemon.
+"""No file the user or the filesystem produces stops the daemon.
 
 A real ``gatewayd run``: names that are not UTF-8 under a watched root, FIFOs and devices where
 a regular file is expected (config, ``HOOK.md``, bootstrap files, ``BOOT.md``), YAML whose

@@ -1,4 +1,4 @@
-"""Class 3 of issue 13: nothing written is lost or torn (the session table and transcripts).
+"""Nothing written is lost or torn (the session table and transcripts).
 
 A real ``gatewayd run`` on a real (small) disk: a nearly full filesystem, torn lines left by
 ``kill -9``, session keys UTF-8 cannot encode, session ids that point outside ``sessions/``,

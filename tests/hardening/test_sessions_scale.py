@@ -1,4 +1,4 @@
-"""Class 3 of issue 13: the session table scales (each new session costs a short append, not a
+"""The session table scales (each new session costs a short append, not a
 rewrite of every entry). Measured in bytes the process writes (``/proc/self/io``), not time."""
 
 from __future__ import annotations

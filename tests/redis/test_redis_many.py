@@ -1,6 +1,6 @@
 """Many gatewayd instances on one real Redis: order, takeover, joining, replies, Redis restarts.
 
-The issue's end-to-end run is three instances, 20,000 events over 200 sessions. On the 2-core
+The full end-to-end run is three instances, 20,000 events over 200 sessions. On the 2-core
 CI machine that is scaled by ``REDIS_TEST_EVENTS`` (default 3,000 over 200 sessions; set it to
 20000 for the full run): one producer thread per instance posts its sessions' events (``n``
 counting per session) while, mid-stream, one instance is killed with SIGKILL (its producer waits
