@@ -15,6 +15,13 @@ from tests.support.hooks import WriteHook
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture
+def run_cli(run_cli_inline: RunCli) -> RunCli:
+    """``hooks enable|disable`` edit the config file only: run by the test's own
+    thread, where coverage measures them."""
+    return run_cli_inline
+
+
 @pytest.mark.parametrize("word", ["yes", "on", "y", "flase", "enabled"])
 def test_yaml11_words_are_not_booleans(tmp_path: Path, state_dir: Path, word: str) -> None:
     path = tmp_path / "c.yaml"

@@ -1,5 +1,5 @@
 """Black-box tests of ``gatewayd hooks list|info|check`` and ``gatewayd config show|check``:
-the real CLI in a subprocess against a temporary ``ELIZA_STATE_DIR``.
+the real CLI against a temporary ``ELIZA_STATE_DIR``.
 
 The checkout's bundled hooks are present too (that is what an installed gatewayd sees); the
 tests look only at the hooks they write, and check that bundled ones are listed as bundled.
@@ -16,6 +16,13 @@ import yaml
 
 from tests.support.cli import RunCli, ok
 from tests.support.hooks import WriteHook
+
+
+@pytest.fixture
+def run_cli(run_cli_inline: RunCli) -> RunCli:
+    """``hooks list|info|check`` and ``config show|check`` read files only: run by the
+    test's own thread, where coverage measures them."""
+    return run_cli_inline
 
 
 def mine(listing: dict[str, Any], source: str | None = None) -> list[dict[str, Any]]:

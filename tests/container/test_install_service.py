@@ -13,12 +13,20 @@ from pathlib import Path
 import pytest
 
 from gatewayd import service
-from tests.support.cli import RunCli, gatewayd
+from tests.support.cli import RunCli
+from tests.support.inline import gatewayd_inline
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM_UNIT = REPO / "systemd" / "gatewayd.service"
 USER_UNIT = REPO / "systemd" / "user" / "gatewayd.service"
 EXEC_START = re.compile(r"^ExecStart=(.*)$", re.MULTILINE)
+
+
+@pytest.fixture
+def run_cli(run_cli_inline: RunCli) -> RunCli:
+    """``install-service`` renders and writes files only: run by the test's own thread, where
+    coverage measures it."""
+    return run_cli_inline
 
 
 def this_gatewayd() -> str:
@@ -40,7 +48,7 @@ def test_user_unit_takes_the_state_dir_from_the_environment(tmp_path: Path) -> N
     state = tmp_path / "my state"
     state.mkdir()
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    done = gatewayd(
+    done = gatewayd_inline(
         state, "install-service", "--user", "--stdout", "--notify-reload", "no", env=env
     )
     assert done.returncode == 0, done.stderr

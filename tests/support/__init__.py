@@ -8,8 +8,6 @@
 * :mod:`tests.support.daemon`: :class:`~tests.support.daemon.Daemon`, a ``gatewayd run``
   subprocess with a test ``NOTIFY_SOCKET`` and its JSON log records: for what only a process
   shows (signals, exit codes, ``sd_notify``, fork guards, ``kill -9``, resource limits).
-* :mod:`tests.support.zygote`: the fork server the daemons and CLI runs are started from (the
-  imports done once), and :func:`~tests.support.zygote.can_fork` for when they are exec'd.
 * :mod:`tests.support.control`: :class:`~tests.support.control.Control`, a JSON-lines client of
   the control socket, and :class:`~tests.support.control.AsyncControl`, the same awaited.
 * :mod:`tests.support.cli`: :func:`~tests.support.cli.gatewayd`, ``python -m gatewayd ARGS`` as a

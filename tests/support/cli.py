@@ -1,8 +1,7 @@
 """The suite's one way to run the ``gatewayd`` command line: :func:`gatewayd`.
 
-``gatewayd(state, *args)`` runs ``python -m gatewayd ARGS`` as a real subprocess in ``state``
-(forked from the suite's fork server, :mod:`tests.support.zygote`, or exec'd)
-(its working directory and ``$ELIZA_STATE_DIR``) with the host's settings removed from the
+``gatewayd(state, *args)`` runs ``python -m gatewayd ARGS`` as a real process in ``state`` (its
+working directory and ``$ELIZA_STATE_DIR``) with the host's settings removed from the
 environment, and captures its output as text. :func:`ok` and :func:`refused` check the outcome
 and show the whole output when it is not the expected one.
 """
@@ -18,7 +17,6 @@ from typing import Any, Protocol, TypeVar
 
 import anyio
 
-from tests.support import zygote
 from tests.support.state import clean_env
 
 Result = subprocess.CompletedProcess[str]
@@ -35,15 +33,14 @@ def gatewayd(
     """``python -m gatewayd ARGS`` against ``state``, ``input`` on its stdin (else none);
     never raises on a non-zero exit. ``env`` adds to (or overrides) the clean environment."""
     full_env = clean_env(state, env)
-    run = zygote.run if zygote.can_fork(()) else execd
-    return run(args, env=full_env, cwd=state, input=input, timeout=timeout)
+    return execd(args, env=full_env, cwd=state, input=input, timeout=timeout)
 
 
 def execd(
     args: Sequence[str], *, env: Mapping[str, str], cwd: Path, input: str | None, timeout: float
 ) -> Result:
     """``python -m gatewayd ARGS`` exec'd, as :func:`subprocess.run` with its output captured
-    as text: what :func:`tests.support.zygote.run` stands in for."""
+    as text."""
     return subprocess.run(
         [sys.executable, "-m", "gatewayd", *args],
         env=env,

@@ -1,10 +1,8 @@
 """The suite's one way to run a real ``gatewayd run``: :class:`Daemon`.
 
 A :class:`Daemon` is a state dir plus how to start the daemon on it; :meth:`Daemon.start` runs
-``[*prefix, python, -m, gatewayd, run, --log-format, json]`` (forked from the suite's fork
-server, :mod:`tests.support.zygote`, unless there is a prefix or ``GATEWAYD_TESTS_EXEC=1``) with
-a clean environment (:func:`tests.support.state.clean_env`), a real datagram socket as systemd's
-``NOTIFY_SOCKET``
+``[*prefix, python, -m, gatewayd, run, --log-format, json]`` with a clean environment
+(:func:`tests.support.state.clean_env`), a real datagram socket as systemd's ``NOTIFY_SOCKET``
 (:class:`NotifySocket`), and returns once ``READY=1`` arrived on it. The daemon's stderr is read
 on a thread into :attr:`Daemon.logs` (the JSON log records of the current run). ``start`` may be
 called again after ``stop``: each run has its own process, notify socket and log records.
@@ -33,7 +31,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.support import zygote
 from tests.support.control import Control
 from tests.support.state import clean_env
 
@@ -120,7 +117,7 @@ class Daemon:
         self.logs: list[dict[str, Any]] = []
         """The JSON log records of the current run, in order."""
         self.stderr_lines: list[str] = []
-        self._proc: subprocess.Popen[bytes] | zygote.ZygoteChild | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._notify: NotifySocket | None = None
         self._reader: threading.Thread | None = None
         self._reader_waiting = False
@@ -129,7 +126,7 @@ class Daemon:
     # -- process ---------------------------------------------------------------------------
 
     @property
-    def proc(self) -> subprocess.Popen[bytes] | zygote.ZygoteChild:
+    def proc(self) -> subprocess.Popen[bytes]:
         assert self._proc is not None, "the daemon was never started"
         return self._proc
 
@@ -152,18 +149,14 @@ class Daemon:
         self.logs, self.stderr_lines = [], []
         env = clean_env(self.state, {"NOTIFY_SOCKET": address, "PYTHONUNBUFFERED": "1", **self.env})
         args = ["run", "--log-format", "json"]
-        err = subprocess.PIPE if stderr is None else stderr
-        if not self.prefix and zygote.can_fork(() if stderr is None else (stderr,)):
-            self._proc = zygote.ZygoteChild(args, env=env, cwd=self.state, stderr=err)
-        else:
-            self._proc = subprocess.Popen(
-                [*self.prefix, sys.executable, "-m", "gatewayd", *args],
-                env=env,
-                cwd=self.state,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-            )
+        self._proc = subprocess.Popen(
+            [*self.prefix, sys.executable, "-m", "gatewayd", *args],
+            env=env,
+            cwd=self.state,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE if stderr is None else stderr,
+        )
         if stderr is None:
             self._reader = threading.Thread(
                 target=self._read_stderr, args=(self._proc,), daemon=True
@@ -178,7 +171,7 @@ class Daemon:
                 ) from None
         return self
 
-    def _read_stderr(self, proc: subprocess.Popen[bytes] | zygote.ZygoteChild) -> None:
+    def _read_stderr(self, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stderr is not None
         fd = proc.stderr.fileno()
         partial = b""

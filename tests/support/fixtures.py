@@ -5,6 +5,8 @@
   removed from the environment. Removed at teardown.
 * ``write_hook(root, name, events=[...], handler=..., ...)``: a hook directory on disk.
 * ``run_cli(*args, env=None, timeout=60)``: ``python -m gatewayd ARGS`` against ``state_dir``.
+  ``run_cli_inline``, the same run by the test's own thread
+  (:func:`tests.support.inline.gatewayd_inline`), for the commands that read and write files only.
 * ``new_daemon(config=None, *, env=None, watch=False, prefix=(), notify_address=None)``: a
   :class:`~tests.support.daemon.Daemon` on ``state_dir`` (``config`` written as its
   ``gatewayd.yaml`` when given), not started. ``start_daemon(...)`` takes the same arguments
@@ -35,6 +37,7 @@ import structlog
 from tests.support.cli import RunCli, gatewayd
 from tests.support.daemon import Daemon
 from tests.support.hooks import WriteHook, write_hook_dir
+from tests.support.inline import gatewayd_inline
 from tests.support.inprocess import InProcess, run_gateway
 from tests.support.state import is_host_setting, new_state_dir, write_config
 
@@ -60,6 +63,12 @@ def write_hook() -> WriteHook:
 def run_cli(state_dir: Path) -> RunCli:
     """:func:`tests.support.cli.gatewayd` bound to ``state_dir``."""
     return partial(gatewayd, state_dir)
+
+
+@pytest.fixture
+def run_cli_inline(state_dir: Path) -> RunCli:
+    """:func:`tests.support.inline.gatewayd_inline` bound to ``state_dir``."""
+    return partial(gatewayd_inline, state_dir)
 
 
 class NewDaemon(Protocol):

@@ -47,6 +47,14 @@ from tests.support.state import is_host_setting
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 
+_SERVING: list[Mapping[str, str]] = []
+"""The environment settings of each gateway serving in this process."""
+
+
+def serving() -> list[Mapping[str, str]]:
+    """The environment settings of each gateway serving in this process (none: empty)."""
+    return list(_SERVING)
+
 
 class LogStream(io.TextIOBase):
     """Where the in-process gateway's log goes: each JSON line becomes a record in
@@ -234,7 +242,10 @@ async def run_gateway(
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+        with contextlib.suppress(ValueError):  # once: at the stop, or at the end of a failed start
+            _SERVING.remove(settings)
 
+    _SERVING.append(settings)
     try:
         os.environ.update(settings)  # the gateway's environment while it serves (reloads too)
         config = load_config()
