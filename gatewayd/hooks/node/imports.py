@@ -6,8 +6,9 @@ begins (``worker.mjs``), so the hook at fault is always known:
 * an import that never settles (``await new Promise(() => {})``) is answered ``stuck`` by the
   worker itself after the bound, and the next import starts: no other hook waits longer;
 * one that never yields (top-level code that loops) keeps the worker from answering at all: once
-  it ran ``timeout_s`` plus :data:`IMPORT_GRACE_S` since it began, the worker is killed for it,
-  and the hooks not imported yet are *gone*, to be imported into a fresh worker;
+  it ran ``timeout_s`` plus :data:`IMPORT_GRACE_S` since it began, *and* the worker's main thread
+  spent that long on the CPU since then (:func:`busy_left`), the worker is killed for it, and the
+  hooks not imported yet are *gone*, to be imported into a fresh worker;
 * one that ends the worker (``process.exit`` at the top level) is that hook's failure, the rest
   gone likewise.
 
@@ -20,6 +21,7 @@ in the same worker is not remembered: one of those may have been what kept the w
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -33,6 +35,10 @@ from gatewayd.hooks.node.worker import NodeWorker, WorkerGone
 IMPORT_GRACE_S: Final = 1.0
 """Past the import bound, how long a worker that has not answered is given before it is taken
 for blocked by the import it announced last."""
+IMPORT_WALL_FACTOR: Final = 6
+"""A busy import is given the bound in CPU time, but never more than this many times the bound
+by the clock (a worker stopped or starved for good still fails its import)."""
+_CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass
@@ -132,17 +138,58 @@ async def _answer(
     answers the loads one at a time, so a load waits for the ones before it first."""
     loop = asyncio.get_running_loop()
     waited_since = loop.time()
+    cpu_since = main_thread_cpu(worker.pid)
     bound = timeout_s + IMPORT_GRACE_S
     while not future.done():
         began = worker.importing.get(request_id)
         start = waited_since if began is None else began
-        left = start + bound - loop.time()
+        left = busy_left(worker.pid, cpu_since, loop.time() - start, bound)
         if left <= 0:
             return None, began is not None
         await asyncio.wait({future}, timeout=left)
         if began is None and worker.importing.get(request_id) is not None:
             waited_since = loop.time()  # it began meanwhile: its own bound from then
+            cpu_since = main_thread_cpu(worker.pid)
     return future.result(), True
+
+
+def busy_left(pid: int | None, cpu_since: float | None, waited: float, bound: float) -> float:
+    """How much longer a worker that has not answered for ``waited`` seconds is given.
+
+    A worker that does not answer is busy on the main thread: compiling and evaluating the
+    import's module graph, or looping. Node loads a graph synchronously (the event loop does not
+    turn until the whole graph is evaluated), and OpenClaw's own bundled hooks import 4,300
+    modules (36 MB of JavaScript) from its ``dist``: 4 to 5 s of CPU, which a loaded machine
+    stretches to 30 s and more by the clock. So the bound is on the CPU time the worker's main
+    thread spent since ``cpu_since`` (read where Linux's ``/proc`` says it, else the clock's
+    ``waited`` stands for it), capped by the clock at :data:`IMPORT_WALL_FACTOR` times the
+    bound. A loop spends its CPU as fast as the machine gives it, and is killed at the bound."""
+    if waited < bound:
+        return bound - waited
+    cap = bound * IMPORT_WALL_FACTOR - waited
+    spent = main_thread_cpu(pid)
+    if cap <= 0 or spent is None or cpu_since is None:
+        return 0.0
+    return min(cap, bound - (spent - cpu_since))
+
+
+def main_thread_cpu(pid: int | None) -> float | None:
+    """CPU seconds (user and system) the main thread of process ``pid`` has used, or None where
+    ``/proc`` cannot say (not Linux, the process gone)."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/task/{pid}/stat", "rb") as file:
+            stat = file.read()
+    except OSError:
+        return None
+    # Fields after the command name (which may hold spaces and parentheses): state is the
+    # first, utime and stime the 12th and 13th (proc(5)'s fields 14 and 15).
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    try:
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    except (IndexError, ValueError):
+        return None
 
 
 def _apply(
