@@ -8,7 +8,8 @@
   default where the default is a plain value; no row for a key that does not exist.
 * Section 6 (Author API): one row per name ``gatewayd.hooks`` exports, and no other.
 * Section 1 (the layers of section 1.4): every module of the package is on one layer line, no
-  import goes up a layer, and no module imports itself through others (no import circle).
+  import goes up a layer, and no module imports itself through others (no import circle); no
+  class is over :data:`MAX_CLASS_LINES` lines.
 
 Each failure says what to add (or remove) where, so whoever adds an op, a command, a flag or a
 key learns here to document it.
@@ -411,3 +412,23 @@ def test_the_circle_check_finds_a_circle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert import_circles(graph) == [["a", "b", "c"]]
     assert import_circles({"a": {"b"}, "b": set()}) == []
+
+
+MAX_CLASS_LINES = 350
+"""docs/design.md section 1.4: a class owns one thing, in at most this many lines."""
+
+
+def test_no_class_is_over_the_size_a_reader_can_hold() -> None:
+    over = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_CLASS_LINES:
+                    over.append(f"{path.relative_to(REPO)}: {node.name} ({lines} lines)")
+    assert not over, (
+        f"classes over {MAX_CLASS_LINES} lines (docs/design.md section 1.4): "
+        + "; ".join(over)
+        + ". Split each by what it owns: a part with state of its own becomes a class of its "
+        "own, a computation on its arguments a function."
+    )
