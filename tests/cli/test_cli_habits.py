@@ -1,7 +1,11 @@
-"""Habits a command line is expected to have, on the real CLI in subprocesses:
-``-V``, "did you mean", ``--json`` wherever data is printed, exit 78 for a bad config on every
-command, env-var errors that name the variable, and shell completion run in real bash and zsh.
-The habits that need a running daemon are in ``tests/daemon/test_daemon_cli_habits.py``.
+"""Habits a command line is expected to have: ``-V``, "did you mean", ``--json`` wherever data
+is printed, exit 78 for a bad config on every command, env-var errors that name the variable,
+and shell completion run in real bash and zsh. The habits that need a running daemon are in
+``tests/daemon/test_daemon_cli_habits.py``.
+
+The commands run in the test's own thread (:func:`tests.support.inline.gatewayd_inline`), where
+coverage measures them: the exit status and output are the command entry's, as a process
+ends with them. ``gatewayd run`` (refused before it serves, here) is a process of its own.
 """
 
 from __future__ import annotations
@@ -18,14 +22,26 @@ import pytest
 from gatewayd import __version__
 from gatewayd.cli.app import HANDLERS
 from gatewayd.cli.parser import build_parser, command_parsers, is_group
+from tests.support.cli import RunCli, gatewayd
+from tests.support.inline import gatewayd_inline
 
-RunCli = Any  # the run_cli fixture (tests/conftest.py)
 WriteHook = Any
 
 NO_DATA = {"run", "completion"}
 """Commands that print no data: the daemon's log, and a shell script."""
 NO_CONFIG = {"install-service", "completion"}
 """Commands that never read the gatewayd config."""
+
+
+@pytest.fixture
+def run_cli(state_dir: Path) -> RunCli:
+    """``gatewayd ARGS`` in the test's thread; ``gatewayd run`` as a process."""
+
+    def run(*args: str, **options: Any) -> subprocess.CompletedProcess[str]:
+        runner = gatewayd if "run" in args else gatewayd_inline
+        return runner(state_dir, *args, **options)
+
+    return run
 
 
 def test_version_short_and_long(run_cli: RunCli) -> None:

@@ -10,6 +10,7 @@ import pytest
 from tests.support.cli import gatewayd, off_loop
 from tests.support.fixtures import StartGateway
 from tests.support.hooks import WriteHook
+from tests.support.inline import gatewayd_inline
 
 GREET = """
 async def handler(event):
@@ -37,8 +38,10 @@ def _hooks(write_hook: WriteHook, root: Path) -> None:
 
 
 def test_hooks_test_out_of_the_daemon(write_hook: WriteHook, state_dir: Path) -> None:
+    """Out of the daemon ``hooks test`` loads and runs the hook in its own process: run by the
+    test's thread, where coverage measures it."""
     _hooks(write_hook, state_dir / "hooks")
-    greet = gatewayd(state_dir, "hooks", "test", "greet")
+    greet = gatewayd_inline(state_dir, "hooks", "test", "greet")
     assert greet.returncode == 0, greet.stderr
     lines = greet.stdout.splitlines()
     assert lines[0] == "hooks test greet with command:greet, in this process (no daemon running)"
@@ -47,7 +50,7 @@ def test_hooks_test_out_of_the_daemon(write_hook: WriteHook, state_dir: Path) ->
     assert lines[-1] == "ok"
     assert "hook.output" in greet.stderr and "greeting hooks-test" in greet.stderr
 
-    echo = gatewayd(
+    echo = gatewayd_inline(
         state_dir,
         "hooks",
         "test",
@@ -68,15 +71,15 @@ def test_hooks_test_out_of_the_daemon(write_hook: WriteHook, state_dir: Path) ->
     [handler] = doc["trace"][0]["handlers"]
     assert handler["changed"]["context"]["changed"] == ["content"]
 
-    boom = gatewayd(state_dir, "hooks", "test", "boom", "--event", "command:other")
+    boom = gatewayd_inline(state_dir, "hooks", "test", "boom", "--event", "command:other")
     assert boom.returncode == 1
     assert "boom with command:other" in boom.stdout.splitlines()[0]
     assert "  error    boom (python)" in boom.stdout and "ValueError: nope" in boom.stdout
     assert boom.stdout.splitlines()[-1] == "FAILED"
 
-    missing = gatewayd(state_dir, "hooks", "test", "nosuch")
+    missing = gatewayd_inline(state_dir, "hooks", "test", "nosuch")
     assert missing.returncode == 1 and 'hook "nosuch" not found' in missing.stderr
-    bad = gatewayd(state_dir, "hooks", "test", "greet", "--context", "[1]")
+    bad = gatewayd_inline(state_dir, "hooks", "test", "greet", "--context", "[1]")
     assert bad.returncode == 1 and "--context must be a JSON object" in bad.stderr
 
 

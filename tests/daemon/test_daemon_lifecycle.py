@@ -83,14 +83,18 @@ def test_a_client_filling_the_startup_session_does_not_end_the_daemon(
     startup task and ended the daemon. The gateway's event is not held by the per-session
     bound: it is accepted and its hooks run once the session's slow events are done."""
     hooks = state_dir / "hooks"
+    # The client's event must be in the session before the gateway posts its own (2 s after
+    # the channels listen), and still dispatching then (3 s): with a delay of 0.5 s the time
+    # from READY to the trigger alone outlasted it at a load average of 10, and the gateway's
+    # event ran first.
     write_hook(
-        hooks, "slow", events=["command:slow"], handler=recorder(before="await asyncio.sleep(1)")
+        hooks, "slow", events=["command:slow"], handler=recorder(before="await asyncio.sleep(3)")
     )
     write_hook(hooks, "startup-probe", events=["gateway:startup"], handler=recorder())
     queue = {"perSessionMax": 1, "perSessionWaitMs": 100}
-    daemon = start_daemon({"gateway": {"startupHookDelayMs": 500, "queue": queue}})
+    daemon = start_daemon({"gateway": {"startupHookDelayMs": 2000, "queue": queue}})
     with daemon.control() as control:
-        # Dispatching for a second: the session is full until then.
+        # Dispatching for three seconds: the session is full until then.
         control.ok("trigger", event="command:slow", sessionKey="gateway:startup", wait=False)
     records = wait_until(
         lambda: len(found := read_records(state_dir)) == 2 and found, what="both hooks to run"

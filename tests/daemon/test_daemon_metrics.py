@@ -16,7 +16,8 @@ from prometheus_client.samples import Sample
 from structlog.testing import capture_logs
 
 from gatewayd.metrics import MetricsServer
-from tests.support.fixtures import StartDaemon
+from tests.support.cli import off_loop
+from tests.support.fixtures import StartDaemon, StartGateway
 from tests.support.hooks import FD_LEAKER, WriteHook
 
 FLAKY = """
@@ -52,24 +53,26 @@ def _value(samples: dict[str, list[Sample]], name: str, **labels: str) -> float:
     return found[0]
 
 
-def test_scrape_parses_and_counts_events_hooks_and_reloads(
-    write_hook: WriteHook, start_daemon: StartDaemon, state_dir: Path
+@pytest.mark.anyio
+async def test_scrape_parses_and_counts_events_hooks_and_reloads(
+    write_hook: WriteHook, start_gateway: StartGateway, state_dir: Path
 ) -> None:
+    """A gateway serving in this process, where coverage measures the collector."""
     write_hook(state_dir / "hooks", "flaky", events=["command:go"], handler=FLAKY)
     write_hook(state_dir / "hooks", "off", events=["command:go"])
     config = {
         "gateway": {"metrics": {"listen": "127.0.0.1:0"}},
         "hooks": {"entries": {"off": {"enabled": False}, "flaky": {"timeoutMs": 200}}},
     }
-    daemon = start_daemon(config)
-    address = daemon.wait_log("metrics.listening")["address"]
+    daemon = await start_gateway(config)
+    address = (await daemon.wait_log("metrics.listening"))["address"]
     assert address.startswith("127.0.0.1:")
-    with daemon.control() as control:
+    async with daemon.control() as control:
         for context in ({}, {}, {"fail": True}, {"slow": True}):
-            control.ok("trigger", event="command:go", sessionKey="s", context=context)
-        control.ok("trigger", event="session:start", sessionKey="s")
-        control.ok("reload")
-    samples = _scrape(address)
+            await control.ok("trigger", event="command:go", sessionKey="s", context=context)
+        await control.ok("trigger", event="session:start", sessionKey="s")
+        await control.ok("reload")
+    samples = await off_loop(_scrape, address)
     assert _value(samples, "gatewayd_events_total", type="command") == 4
     assert _value(samples, "gatewayd_events_total", type="session") == 1
     assert _value(samples, "gatewayd_hook_calls_total", hook="flaky") == 4
@@ -90,10 +93,10 @@ def test_scrape_parses_and_counts_events_hooks_and_reloads(
     assert _value(samples, "gatewayd_events_dispatched_total") >= 5
     assert _value(samples, "gatewayd_queue_latency_seconds", quantile="0.99") >= 0
     with pytest.raises(urllib.error.HTTPError) as missing:
-        urllib.request.urlopen(f"http://{address}/nope", timeout=30)
+        await off_loop(urllib.request.urlopen, f"http://{address}/nope", timeout=30)
     assert missing.value.code == 404
     missing.value.close()
-    assert daemon.stop() == 0
+    assert await daemon.stop() == 0
 
 
 def test_metrics_are_off_by_default_and_a_busy_port_is_not_fatal(
