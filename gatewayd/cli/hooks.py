@@ -27,6 +27,7 @@ from gatewayd.cli.common import FAILING_STATUSES, dump_json, load_config_or_exit
 from gatewayd.cli.hookview import HookView, hook_view, last_error_line, stats_line
 from gatewayd.config import Config, ConfigError
 from gatewayd.exits import EXIT_CONFIG, EXIT_USAGE, UserError, did_you_mean, print_config_error
+from gatewayd.hooks.differences import openclaw_differences
 from gatewayd.hooks.events import EventKeyError, parse_event_key
 from gatewayd.hooks.loader import HookLoader, HookRecord, LoadResult, serving_records
 from gatewayd.hooks.names import shown
@@ -210,6 +211,8 @@ def cli_info(args: argparse.Namespace) -> int:
         say(f"  reason:    {reason}")
     for warning in record.warnings:
         say(f"  warning:   {warning}")
+    for line in _differences(load_config_or_exit(args.config), view.records).get(id(record), []):
+        say(f"  openclaw:  {line}")
     if view.view == "daemon":
         say(f"  {'counters:':<10} {stats_line(stats)}")
         if last := last_error_line(stats):
@@ -282,7 +285,10 @@ def cli_check(args: argparse.Namespace) -> int:
     ``--strict`` also when any hook has a warning."""
     config = load_config_or_exit(args.config)
     result = _build(config)
-    attention = [r for r in result.records if r.status != "ready" or r.warnings]
+    differences = _differences(config, result.records)
+    attention = [
+        r for r in result.records if r.status != "ready" or r.warnings or id(r) in differences
+    ]
     ok = not any(r.status in FAILING_STATUSES for r in result.records)
     if args.strict and result.warnings:
         ok = False
@@ -293,7 +299,9 @@ def cli_check(args: argparse.Namespace) -> int:
                 "summary": result.summary(),
                 "rejectedRoots": list(result.rejected_roots),
                 "notHooks": list(result.not_hooks),
-                "hooks": [r.to_json() for r in attention],
+                "hooks": [
+                    {**r.to_json(), "differences": differences.get(id(r), [])} for r in attention
+                ],
             }
         )
         return 0 if ok else 1
@@ -306,11 +314,24 @@ def cli_check(args: argparse.Namespace) -> int:
             say(f"    - {reason}")
         for warning in record.warnings:
             say(f"    ! {warning}")
+        for line in differences.get(id(record), []):
+            say(f"    ~ {line}")
     for note in result.not_hooks:
         say(f"not a hook  {note}")
     if not attention:
         say("all hooks ready")
     return 0 if ok else 1
+
+
+def _differences(config: Config, records: list[HookRecord]) -> dict[int, list[str]]:
+    """Where OpenClaw would treat each hook otherwise, on purpose (``hooks/differences.py``)."""
+    entries = config.settings.hooks.entries
+
+    def explicitly_enabled(hook_key: str) -> bool:
+        entry = entries.get(hook_key)
+        return entry is not None and entry.enabled and "enabled" in entry.model_fields_set
+
+    return dict(openclaw_differences(records, explicitly_enabled))
 
 
 def _set_enabled(args: argparse.Namespace, enabled: bool) -> int:
