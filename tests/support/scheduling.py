@@ -14,6 +14,10 @@ anyway, and its fixtures wait as before.
 The outcomes are the files the building worker writes into the run's shared directory
 (:func:`tests.container.images.shared_dir`), named after xdist's test-run id, which the
 controller reads from its workers' ``workerinput``.
+
+What it saves, measured in CI runs with Docker (the images rebuilt, load 3.4-7.6): 202.4 s of
+pytest wall time without it, 186.3 s with it. Without Docker the image step's outcome is there
+at once and this is plain ``--dist loadgroup``.
 """
 
 from __future__ import annotations
