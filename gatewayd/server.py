@@ -96,6 +96,7 @@ class Gateway(GatewayParts):
         self.handle = HookGateway(self, self.facade)
         """What hooks may ask of it (``ctx.gateway``)."""
         self.loader.gateway = self.handle
+        self.node.gateway.handle = self.handle  # JS/TS hooks' ctx.gateway
         self.channels.append(
             ControlChannel(
                 self.facade,

@@ -249,6 +249,12 @@ class Channel(asyncio.Protocol):
         if soonest < math.inf:
             self._arm(soonest)
 
+    def tell(self, message: dict[str, Any]) -> None:
+        """Send ``message`` (its ``op`` first), which the worker does not answer: the answer to
+        one of its own requests (``gateway``); nothing when the worker is gone."""
+        if self.gone is None and self.transport is not None:
+            self._send(orjson.dumps(message) + b"\n")
+
     def drop(self, hook_ids: list[str]) -> None:
         """Have the worker forget the handlers of ``hook_ids`` (a replaced generation's), and
         the ``cfg`` kept for them."""

@@ -26,3 +26,28 @@ export function defineHook(definition) {
   }
   return definition;
 }
+
+// What a hook may ask of the gateway: the methods of Python's `ctx.gateway` (docs/hooks.md). Every
+// handler also gets it as `ctx.gateway`, its second argument. In gatewayd's Node worker each use
+// goes to the daemon (worker.mjs sets the function under GATEWAY); anywhere else it fails.
+//
+//   await gateway.send(sessionKey, text, { channel })            -> true when a client took it
+//   await gateway.deliver(sessionKey, text, { senderId, channel, wait }) -> { messages, command }
+const GATEWAY = Symbol.for("gatewayd.gateway");
+
+function ask(method, args) {
+  const request = globalThis[GATEWAY];
+  if (typeof request !== "function") {
+    return Promise.reject(new Error(`gateway.${method}: no gateway here (only a hook run by gatewayd's Node worker has one)`));
+  }
+  return request(method, args);
+}
+
+export const gateway = Object.freeze({
+  send(sessionKey, text, options = {}) {
+    return ask("send", { sessionKey, text, channel: options.channel });
+  },
+  deliver(sessionKey, text, options = {}) {
+    return ask("deliver", { sessionKey, text, senderId: options.senderId, channel: options.channel, wait: options.wait });
+  },
+});

@@ -18,6 +18,7 @@ import anyio
 
 from gatewayd.hooks.events import HookEvent
 from gatewayd.hooks.handlers import Handler
+from gatewayd.hooks.node.gateway import remember_cause
 from gatewayd.hooks.node.hook import (
     NodeHook,
     apply_reply,
@@ -104,7 +105,9 @@ class Generation:
         event_json, opaque = encode_call_event(event, cfg_json is not None)
         self.in_flight += 1
         try:
-            reply = await worker.call(target, event_json, cfg_json, left)
+            future = worker.call(target, event_json, cfg_json, left)
+            remember_cause(worker, worker.last_request_id)
+            reply = await future
         except WorkerGone as exc:
             return report_error(hook, event, str(exc), counted)
         except CallTimeout:

@@ -21,6 +21,7 @@ import anyio
 import anyio.abc
 import structlog
 
+from gatewayd.hooks.node.channel import Reply
 from gatewayd.hooks.node.resolve import NodeBinary
 from gatewayd.hooks.node.worker import NodeWorker, WorkerGone
 
@@ -54,8 +55,13 @@ class WorkerPool:
     """Starts and serves the workers; ``on_exit(worker)`` is told when one exits on its own or
     is killed (not when the pool is cancelled). Run :meth:`run` in the gateway's task group."""
 
-    def __init__(self, on_exit: Callable[[NodeWorker], None]) -> None:
+    def __init__(
+        self,
+        on_exit: Callable[[NodeWorker], None],
+        on_gateway: Callable[[NodeWorker, Reply], None] | None = None,
+    ) -> None:
         self._on_exit = on_exit
+        self._on_gateway = on_gateway
         self._tg: anyio.abc.TaskGroup | None = None
         self._spare: _Spare | None = None
 
@@ -100,8 +106,13 @@ class WorkerPool:
     async def start(self, binary: NodeBinary, typescript: bool) -> NodeWorker:
         """A new worker, once it is ready; raises :class:`WorkerGone` when it could not start."""
         assert self._tg is not None, "NodeRuntime.run() is not running"
-        worker = NodeWorker(binary, typescript=typescript, on_log=_on_log)
+        worker = self._new(binary, typescript)
         await self._tg.start(self._serve, worker)
+        return worker
+
+    def _new(self, binary: NodeBinary, typescript: bool) -> NodeWorker:
+        worker = NodeWorker(binary, typescript=typescript, on_log=_on_log)
+        worker.on_gateway = self._on_gateway
         return worker
 
     async def take(self, binary: NodeBinary, typescript: bool) -> NodeWorker:
@@ -121,7 +132,7 @@ class WorkerPool:
         """Start the spare, unless there is one."""
         if self._tg is None or self._spare is not None:
             return
-        spare = self._spare = _Spare(NodeWorker(binary, typescript=typescript, on_log=_on_log))
+        spare = self._spare = _Spare(self._new(binary, typescript))
 
         async def warm() -> None:
             assert self._tg is not None

@@ -43,6 +43,7 @@ import anyio
 import anyio.abc
 import structlog
 
+from gatewayd.hooks.node.gateway import NodeGateway
 from gatewayd.hooks.node.generation import EarlyLoad, Generation
 from gatewayd.hooks.node.hook import NodeHook, NodeSubscription, apply_reply
 from gatewayd.hooks.node.imports import StuckImports
@@ -74,7 +75,9 @@ class NodeRuntime:
     """Owns every Node worker of the daemon; run it in the gateway's task group."""
 
     def __init__(self) -> None:
-        self._pool = WorkerPool(self._worker_exited)
+        self.gateway = NodeGateway()
+        """The hooks' gateway handle (``gateway.py``): the daemon sets its ``handle``."""
+        self._pool = WorkerPool(self._worker_exited, self.gateway.serve)
         self._owner: dict[NodeWorker, Generation] = {}
         self.current: Generation | None = None
         self._retiring: list[Generation] = []

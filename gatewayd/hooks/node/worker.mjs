@@ -15,6 +15,9 @@
 //   -> {op: "log", hook, level, text}        (a hook's output, unsolicited: console.*, process.stdout
 //                                             and process.stderr, fs writes to fd 1 and 2)
 //   -> {op: "ready", node, pid, inplace}     (once, when the worker can take requests)
+//   -> {op: "gateway", id, call, method, args}  (a hook used its gateway handle; `call`: the id
+//                                             of the call whose code did, null outside one)
+//   <- {op: "gateway", id, ok: true, value} | {op: "gateway", id, ok: false, error}
 //
 // Replies are batched: those finished during one run of the microtask queue go out in one write
 // after it (process.nextTick), so the daemon reads a batch of calls and gets their answers back in
@@ -24,7 +27,7 @@
 // with an error for its id (the daemon writes `op` and `id` first), the channel goes on.
 //
 // The handler gets OpenClaw's InternalHookEvent: {type, action, sessionKey, context, timestamp
-// (a Date), messages}. After it returns, the whole `messages` array and every top-level context
+// (a Date), messages}, and `{gateway}` as its second argument. After it returns, the whole `messages` array and every top-level context
 // key whose JSON changed (or that was added or deleted) go back to the daemon, with what the
 // handler returned (`result`: an object of result fields, or null). `cfg` (the hook's view of the
 // config, the same JSON call after call) travels beside the event, once: the worker keeps it per
@@ -54,9 +57,14 @@
 // process's group (the worker and the other children). The daemon kills a worker the same way, by
 // closing the pipe. The socket ending does the same from the main thread.
 //
+// The gateway handle (define.mjs's `gateway`, also every handler's `ctx.gateway`, its second
+// argument) sends each use to the daemon with the id of the call whose code made it, found by an
+// AsyncLocalStorage: so a send a handler starts later (from a timer) is still caused by that
+// call's event, and the daemon bounds the chain (hooks.maxDepth) as for a Python handler.
+//
 // A single-file hook (`events: true` in its load) default-exports `defineHook({events: {...}})`:
 // entry number N is registered as hook `<id>.N` and called with `(event, ctx)`, where `ctx` is
-// Eve's HookContext shape: {agent: {name}, channel: {kind}, session: {id}} (gatewayd/hooks/define.py
+// Eve's HookContext shape: {agent: {name}, channel: {kind}, session: {id}}, and `gateway` (gatewayd/hooks/define.py
 // makes the same for Python). The author specifiers "gatewayd/hooks" and "eve/hooks" resolve to
 // define.mjs: in the resolve hook below, or, without registerHooks, through author-loader.mjs
 // (module.register), registered on the first such load.
@@ -69,8 +77,10 @@ import { Worker } from "node:worker_threads";
 import { AsyncLocalStorage } from "node:async_hooks";
 import { format } from "node:util";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { gateway } from "./define.mjs";
 
 const current = new AsyncLocalStorage(); // the hook whose code is running
+const calling = new AsyncLocalStorage(); // the id of the call whose code is running
 const handlers = new Map(); // hook id -> {name, fn}
 const cfgs = new Map(); // hook id (a call's `hook`) -> the cfg its calls get (see the header)
 const argument = (name) => Number(process.argv[process.argv.indexOf(name) + 1]);
@@ -96,6 +106,26 @@ function send(message) {
 function sendNow(message) {
   outbox.push(JSON.stringify(message));
   flush();
+}
+
+// -- the gateway handle (see the header) -----------------------------------------------------
+
+const asked = new Map(); // gateway request id -> {resolve, reject}
+let lastAsked = 0;
+
+globalThis[Symbol.for("gatewayd.gateway")] = (method, args) =>
+  new Promise((resolve, reject) => {
+    const id = ++lastAsked;
+    asked.set(id, { resolve, reject });
+    send({ op: "gateway", id, call: calling.getStore() ?? null, hook: current.getStore() ?? null, method, args });
+  });
+
+function answered(message) {
+  const waiting = asked.get(message.id);
+  if (waiting === undefined) return;
+  asked.delete(message.id);
+  if (message.ok) waiting.resolve(message.value);
+  else waiting.reject(new Error(message.error));
 }
 
 // -- everything this process starts dies with the daemon (see the header) ---------------------
@@ -460,8 +490,10 @@ async function call(message) {
   if (cfgApart) lazyCfg(context, cfg);
   let value;
   try {
-    value = await current.run(handler.name, () =>
-      handler.eve ? handler.fn.call(handler.self, event, hookContext(wire, context)) : handler.fn(event));
+    value = await calling.run(message.id, () => current.run(handler.name, () =>
+      handler.eve
+        ? handler.fn.call(handler.self, event, { ...hookContext(wire, context), gateway })
+        : handler.fn(event, { gateway })));
   } catch (err) {
     return { id: message.id, ok: false, error: describe(err) };
   }
@@ -573,6 +605,7 @@ function received(line) {
   }
   const failed = (err) => send({ id: message.id, ok: false, error: describe(err) });
   if (message.op === "call") call(message).then(send, failed);
+  else if (message.op === "gateway") answered(message);
   else handle(message).catch(failed);
 }
 

@@ -25,6 +25,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -88,6 +89,10 @@ class NodeWorker:
         self.suspect: anyio.Event | None = None
         """Set while a call ran past its timeout and the worker is asked whether it still
         answers; the event is set with the verdict (killed or not)."""
+        self.on_gateway: Callable[[NodeWorker, Reply], None] | None = None
+        """Told each use of a hook's gateway handle (``gateway.py``)."""
+        self.causes: dict[int, Any] = {}
+        """Call id -> the event whose handler made the call (``gateway.py``: the latest calls)."""
 
     @property
     def alive(self) -> bool:
@@ -276,6 +281,8 @@ class NodeWorker:
             self.importing[message.get("id", -1)] = asyncio.get_running_loop().time()
         elif op == "log":
             self.on_log(message.get("hook"), str(message.get("level")), str(message.get("text")))
+        elif op == "gateway" and self.on_gateway is not None:
+            self.on_gateway(self, message)
         elif op == "ready" and self._ready is not None and not self._ready.done():
             self._ready.set_result(message)
 
