@@ -26,6 +26,7 @@ import structlog
 
 from gatewayd.config import IGNORED_NOTE, Config, ConfigError, load_config
 from gatewayd.hooks.changes import Fingerprint, fingerprints, load_changes
+from gatewayd.hooks.collector import collect_replaced, full_collections_deferred
 from gatewayd.hooks.node.loading import load_node_hooks
 from gatewayd.hooks.node.runtime import Generation
 from gatewayd.hooks.records import LoadResult
@@ -148,84 +149,93 @@ class Reloader:
         removed and failed, :mod:`gatewayd.hooks.changes`; ``errors``) plus the new load's
         ``summary``. The record becomes ``status.last_reload``; ``reload.done`` logs it once.
         """
-        gateway = self._gateway
         async with self._lock:
-            began, t0 = time.time(), time.perf_counter()
-            gateway.notifier.reloading()
-            log.info("reload.begin", trigger=trigger)
-            files = frozenset(files)
-            node = gateway.node
-            early = node.reimport() if self._hook_files_only(trigger, files) else None
-            summary: HooksSummary | None = None
-            changes: dict[str, Any] | None = None
-            restart: list[str] = []
-            errors: list[str] = []
+            # From the config's read to the collection after the swap: each full collection
+            # the allocator would start meanwhile traverses both loads (see collector.py).
+            with full_collections_deferred():
+                return await self._reload(trigger, frozenset(files))
+
+    async def _reload(self, trigger: str, files: frozenset[Path]) -> ReloadOutcome:
+        """:meth:`reload`'s work, under its lock."""
+        gateway = self._gateway
+        began, t0 = time.time(), time.perf_counter()
+        gateway.notifier.reloading()
+        log.info("reload.begin", trigger=trigger)
+        node = gateway.node
+        early = node.reimport() if self._hook_files_only(trigger, files) else None
+        summary: HooksSummary | None = None
+        changes: dict[str, Any] | None = None
+        restart: list[str] = []
+        errors: list[str] = []
+        try:
+            config = await anyio.to_thread.run_sync(load_config, gateway.config_arg)
+            self._refuse_vanished_config(config)
+            if self.watcher is not None:
+                # New roots (extraDirs, workspace) are watched before the build reads them,
+                # so an edit made while this reload runs is never lost between the two.
+                await self.watcher.update(watch_spec(config))
+            # Left behind if the daemon stops meanwhile (see server.py's start).
+            result = await anyio.to_thread.run_sync(
+                gateway.loader.build, config.load_spec(), abandon_on_cancel=True
+            )
+            generation = await load_node_hooks(result, node, early)
+            # Off the loop: comparing two loads of 10,000 hooks was 0.5 s of it.
+            prints, compared = await anyio.to_thread.run_sync(
+                self._compare, result, frozenset(str(p) for p in files)
+            )
+        except ConfigError as exc:
+            outcome, errors = "refused", [f"{exc.source}: {e}" for e in exc.errors]
+            log.error(
+                "reload.refused",
+                trigger=trigger,
+                source=exc.source,
+                errors=exc.errors,
+                fix="fix the config; the running config and hooks stay in place",
+            )
+        except Exception as exc:  # the loader reports per-hook failures; this is a bug
+            outcome, errors = "failed", [f"{type(exc).__name__}: {exc}"]
+            log.exception("reload.failed", trigger=trigger, error=errors[0])
+        else:
             try:
-                config = await anyio.to_thread.run_sync(load_config, gateway.config_arg)
-                self._refuse_vanished_config(config)
-                if self.watcher is not None:
-                    # New roots (extraDirs, workspace) are watched before the build reads them,
-                    # so an edit made while this reload runs is never lost between the two.
-                    await self.watcher.update(watch_spec(config))
-                # Left behind if the daemon stops meanwhile (see server.py's start).
-                result = await anyio.to_thread.run_sync(
-                    gateway.loader.build, config.load_spec(), abandon_on_cancel=True
-                )
-                generation = await load_node_hooks(result, node, early)
-                # Off the loop: comparing two loads of 10,000 hooks was 0.5 s of it.
-                prints, compared = await anyio.to_thread.run_sync(
-                    self._compare, result, frozenset(str(p) for p in files)
-                )
-            except ConfigError as exc:
-                outcome, errors = "refused", [f"{exc.source}: {e}" for e in exc.errors]
-                log.error(
-                    "reload.refused",
-                    trigger=trigger,
-                    source=exc.source,
-                    errors=exc.errors,
-                    fix="fix the config; the running config and hooks stay in place",
-                )
-            except Exception as exc:  # the loader reports per-hook failures; this is a bug
+                restart = self.apply_config(config)
+                changes = self.install(config, result, generation, prints, compared)
+            except Exception as exc:
+                # A bug: the new config and hooks may be in place only in part. Said so,
+                # with the traceback; the daemon runs on.
                 outcome, errors = "failed", [f"{type(exc).__name__}: {exc}"]
-                log.exception("reload.failed", trigger=trigger, error=errors[0])
+                log.exception(
+                    "reload.apply_failed",
+                    trigger=trigger,
+                    error=errors[0],
+                    fix="a bug in gatewayd (please report it with this line): the new "
+                    "config may be applied only in part; restart gatewayd to be sure",
+                )
             else:
-                try:
-                    restart = self.apply_config(config)
-                    changes = self.install(config, result, generation, prints, compared)
-                except Exception as exc:
-                    # A bug: the new config and hooks may be in place only in part. Said so,
-                    # with the traceback; the daemon runs on.
-                    outcome, errors = "failed", [f"{type(exc).__name__}: {exc}"]
-                    log.exception(
-                        "reload.apply_failed",
-                        trigger=trigger,
-                        error=errors[0],
-                        fix="a bug in gatewayd (please report it with this line): the new "
-                        "config may be applied only in part; restart gatewayd to be sure",
-                    )
-                else:
-                    outcome = "partial" if result.failed else "ok"
-                    summary = summary_of(result)
-            if early is not None:
-                await node.discard(early)
-            record: ReloadRecord = {
-                "time": iso_utc(began),
-                "duration_ms": round((time.perf_counter() - t0) * 1000, 1),
-                "trigger": trigger,
-                "result": outcome,
-            }
-            if changes is not None:
-                record["changes"] = changes
-            if restart:
-                record["restartNeeded"] = restart
-            if errors:
-                record["errors"] = errors
-            self.count += 1
-            self.results[outcome] = self.results.get(outcome, 0) + 1
-            self.last = record
-            (log.info if outcome == "ok" else log.warning)("reload.done", **record)
-            gateway.notifier.ready(gateway.status_line())
-            return {**record, "summary": summary}
+                outcome = "partial" if result.failed else "ok"
+                summary = summary_of(result)
+                # The one full collection of a reload (the build deferred the allocator's),
+                # now that it traverses only the hooks in place: it frees the replaced ones.
+                await anyio.to_thread.run_sync(collect_replaced)
+        if early is not None:
+            await node.discard(early)
+        record: ReloadRecord = {
+            "time": iso_utc(began),
+            "duration_ms": round((time.perf_counter() - t0) * 1000, 1),
+            "trigger": trigger,
+            "result": outcome,
+        }
+        if changes is not None:
+            record["changes"] = changes
+        if restart:
+            record["restartNeeded"] = restart
+        if errors:
+            record["errors"] = errors
+        self.count += 1
+        self.results[outcome] = self.results.get(outcome, 0) + 1
+        self.last = record
+        (log.info if outcome == "ok" else log.warning)("reload.done", **record)
+        gateway.notifier.ready(gateway.status_line())
+        return {**record, "summary": summary}
 
     def _compare(
         self, result: LoadResult, files: frozenset[str]

@@ -46,6 +46,7 @@ from gatewayd.exits import EXIT_FAILED
 from gatewayd.facade import GatewayFacade, HookGateway
 from gatewayd.guards import ProcessGuards
 from gatewayd.hooks.changes import fingerprints
+from gatewayd.hooks.collector import collect_replaced, full_collections_deferred
 from gatewayd.hooks.events import create_hook_event
 from gatewayd.hooks.node.loading import load_node_hooks
 from gatewayd.hooks.registry import HookRegistry
@@ -190,13 +191,17 @@ class Gateway(GatewayParts):
         gc.freeze()
         log_ignored(config)
         spec = config.load_spec()
-        # Left behind if a signal stops the start: an import stuck up to its bound (a
-        # handler's timeout) must not hold the shutdown, whose bounds are its own.
-        load = await anyio.to_thread.run_sync(self.loader.build, spec, abandon_on_cancel=True)
-        await tg.start(self.node.run)
-        generation = await load_node_hooks(load, self.node)
-        prints = await anyio.to_thread.run_sync(fingerprints, load.records)
-        self.reloader.install(config, load, generation, prints)
+        with full_collections_deferred():  # until the one after the load, as a reload's
+            # Left behind if a signal stops the start: an import stuck up to its bound (a
+            # handler's timeout) must not hold the shutdown, whose bounds are its own.
+            load = await anyio.to_thread.run_sync(self.loader.build, spec, abandon_on_cancel=True)
+            await tg.start(self.node.run)
+            generation = await load_node_hooks(load, self.node)
+            prints = await anyio.to_thread.run_sync(fingerprints, load.records)
+            self.reloader.install(config, load, generation, prints)
+            # Before READY: the full collection the build deferred, not one the allocator
+            # starts while the daemon serves.
+            await anyio.to_thread.run_sync(collect_replaced)
         try:
             await anyio.to_thread.run_sync(self.sessions.load)
         except SessionsUnusable as exc:

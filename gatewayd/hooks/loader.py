@@ -25,7 +25,6 @@ source ``config``; their module must resolve inside the managed, bundled or work
 
 from __future__ import annotations
 
-import gc
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -37,6 +36,7 @@ import structlog
 from gatewayd.hooks.agents import SHARED, HookScope
 from gatewayd.hooks.bounded import Overrun, Watch, run_watched
 from gatewayd.hooks.changes import Fingerprint, fingerprint
+from gatewayd.hooks.collector import collect_replaced, full_collections_deferred
 from gatewayd.hooks.discovery import Discovery, FoundHook, HookRoot, discover
 from gatewayd.hooks.eligibility import NOTHING_MISSING, EligibilityChecker
 from gatewayd.hooks.events import EventKeyError, parse_event_key
@@ -419,7 +419,7 @@ class HookLoader:
         returned to register. A hook's failure is its record's status and reason; this never
         raises for one.
         """
-        with self._lock:
+        with self._lock, full_collections_deferred():
             self.importer.install()
             # An import that overran is not started again while its thread still runs in it
             # and the hook's files are as they were: each load added one more thread stuck
@@ -449,17 +449,16 @@ class HookLoader:
                 self.importer.safe_dirs = None  # as retain() does: the load is over
                 raise
             result, packages = outcome
-            # The previous generation's modules are cycles (functions <-> module dicts);
-            # collect them now rather than whenever the allocator decides to. A first load
-            # has none: a full collection there was 20-35 ms of a cold load of 1,000 hooks.
-            if self.importer.retain(packages):
-                gc.collect()
+            # The replaced generation's modules are cycles (functions <-> module dicts), freed
+            # by collect_replaced() once the caller has swapped this load in.
+            self.importer.retain(packages)
             return result
 
     def load(self, spec: LoadSpec, registry: HookRegistry) -> LoadResult:
         """:meth:`build` then :meth:`LoadResult.apply`; logs one ``hooks.loaded`` summary."""
         result = self.build(spec)
         result.apply(registry, spec)
+        collect_replaced()
         return result
 
     def close(self) -> None:
