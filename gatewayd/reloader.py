@@ -27,8 +27,8 @@ import structlog
 from gatewayd.config import IGNORED_NOTE, Config, ConfigError, load_config
 from gatewayd.hooks.changes import Fingerprint, fingerprints, load_changes
 from gatewayd.hooks.collector import collect_replaced, full_collections_deferred
+from gatewayd.hooks.node.generation import Generation
 from gatewayd.hooks.node.loading import load_node_hooks
-from gatewayd.hooks.node.runtime import Generation
 from gatewayd.hooks.records import LoadResult
 from gatewayd.hooks.watcher import HookWatcher, Snapshot, WatchSpec, diff_snapshots, snapshot
 from gatewayd.hooks.watcher import watch_spec as make_watch_spec

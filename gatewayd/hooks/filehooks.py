@@ -38,7 +38,7 @@ from gatewayd.hooks.handlers import (
 )
 from gatewayd.hooks.importer import UnsafePathError, check_file, package_name, real_path
 from gatewayd.hooks.node import JS_SUFFIXES, NodeHook
-from gatewayd.hooks.node.runtime import NodeSubscription
+from gatewayd.hooks.node.hook import NodeSubscription
 from gatewayd.hooks.spec import EntrySpec
 from gatewayd.hooks.vocabulary import resolve, resolve_all
 from gatewayd.paths import is_inside

@@ -14,7 +14,8 @@ import anyio
 
 from gatewayd.hooks.filehooks import expand_node_hook
 from gatewayd.hooks.handlers import HandlerKind
-from gatewayd.hooks.node.runtime import EarlyLoad, Generation, NodeRuntime
+from gatewayd.hooks.node.generation import EarlyLoad, Generation
+from gatewayd.hooks.node.runtime import NodeRuntime
 
 if TYPE_CHECKING:
     from gatewayd.hooks.records import LoadResult

@@ -45,7 +45,7 @@ import structlog
 
 from gatewayd.hooks.node.gateway import NodeGateway
 from gatewayd.hooks.node.generation import EarlyLoad, Generation
-from gatewayd.hooks.node.hook import NodeHook, NodeSubscription, apply_reply
+from gatewayd.hooks.node.hook import NodeHook
 from gatewayd.hooks.node.imports import StuckImports
 from gatewayd.hooks.node.pool import WorkerPool
 from gatewayd.hooks.node.resolve import NodeBinary
@@ -357,13 +357,3 @@ class NodeRuntime:
         self._owner[worker] = generation
         generation.ready.set()
         log.info("node.worker_restarted", pid=worker.pid, restarts=generation.restarts)
-
-
-__all__ = [
-    "EarlyLoad",
-    "Generation",
-    "NodeHook",
-    "NodeRuntime",
-    "NodeSubscription",
-    "apply_reply",
-]
