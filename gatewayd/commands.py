@@ -23,7 +23,8 @@ messages racing on one session never interleave their events.
 
 Command context: ``sessionEntry``, ``previousSessionEntry``, ``sessionId``, ``sessionFile``,
 ``commandSource``, ``senderId``, ``args``, ``workspaceDir``, ``cfg``. For ``/new`` and ``/reset``
-the session fields describe the session being ended (``None`` when there was none); for other
+the session fields describe the session being ended (``None`` when there was none), and
+``previousSessionMemory`` holds its last messages (``session_memory.py``); for other
 commands, the current session (and ``previousSessionEntry`` is ``None``).
 """
 
@@ -53,6 +54,7 @@ from gatewayd.hooks.results import log_text, reply_lines
 from gatewayd.hooks.schema import DIRECTIONS
 from gatewayd.journal.base import JournalError
 from gatewayd.replies import Reply
+from gatewayd.session_memory import previous_session_memory
 from gatewayd.sessions import SessionEntry, SessionManager, read_bootstrap_files
 from gatewayd.tickets import wake_first
 from gatewayd.transcript import Turn
@@ -511,7 +513,12 @@ class CommandRouter:
             ending = await self.sessions.end(key)
             if ending is not None:
                 tickets.append(await submit(self._session_event("end", ending, command.name)))
-            tickets.append(await submit(self._command_event(msg, command, ending, ending)))
+            reset = self._command_event(msg, command, ending, ending)
+            if ending is not None:  # as OpenClaw's gateway hands it to its session-memory hook
+                reset.context["previousSessionMemory"] = await anyio.to_thread.run_sync(
+                    previous_session_memory, ending.session_file
+                )
+            tickets.append(await submit(reset))
             await self._start_session(key, command.name, msg.trace, tickets)
             return tickets
         current = self.sessions.get(key)

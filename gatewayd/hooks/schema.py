@@ -50,6 +50,16 @@ class GatewayHandle(Protocol):
         ...
 
 
+class SessionMemoryJson(TypedDict, total=False):
+    """A session's last messages as OpenClaw hands them to ``/new`` and ``/reset`` hooks."""
+
+    status: Literal["available", "unavailable"]
+    content: str | None
+    """``<role>: <text as a JSON string>`` lines; None for a session without messages."""
+    originClass: str
+    reason: str
+
+
 class SessionEntryJson(TypedDict):
     """A session as events carry it (``sessionEntry``, ``previousSessionEntry``)."""
 
@@ -248,6 +258,8 @@ class CommandContext(BaseContext, total=False):
     sessionId: str | None
     sessionFile: str | None
     previousSessionEntry: SessionEntryJson | None
+    previousSessionMemory: SessionMemoryJson
+    """``/new`` and ``/reset``: the ended session's last messages (``session_memory.py``)."""
 
 
 class SessionContext(BaseContext, total=False):

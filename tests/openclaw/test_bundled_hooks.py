@@ -25,6 +25,8 @@ from pathlib import Path
 import pytest
 
 from tests.openclaw import reference
+from tests.support.fixtures import StartGateway
+from tests.support.state import eventually
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -82,3 +84,53 @@ def test_openclaws_bundled_hooks_load_from_an_installed_openclaw(tmp_path: Path)
         assert hook["path"] == str(root / name)
         assert hook["status"] == "ready", hook
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def memory_text(workspace: Path) -> str:
+    return "".join(p.read_text(encoding="utf-8") for p in sorted(workspace.glob("memory/*.md")))
+
+
+@pytest.mark.anyio
+async def test_openclaws_bundled_hooks_produce_their_effects(
+    state_dir: Path, start_gateway: StartGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What each does in OpenClaw, it does here: command-logger appends the command to
+    ``$OPENCLAW_STATE_DIR/logs/commands.log``, session-memory writes the ended session's
+    conversation (``previousSessionMemory``) to ``<workspace>/memory/``, compaction-notifier
+    replies to ``session:compact:before``, bootstrap-extra-files adds the files its entry's
+    ``paths`` match. boot-md runs BOOT.md through OpenClaw's own agent runner, which no other
+    gateway has (docs/hooks.md)."""
+    openclaw_state(state_dir)
+    oc_state = state_dir / "openclaw-state"
+    monkeypatch.setenv("OPENCLAW_STATE_DIR", str(oc_state))
+    workspace = state_dir / "workspace"
+    (workspace / "packages" / "web").mkdir(parents=True)
+    (workspace / "packages" / "web" / "AGENTS.md").write_text("# web agents\n", encoding="utf-8")
+    daemon = await start_gateway(
+        {
+            "hooks": {
+                "load": {"extraDirs": ["node_modules/openclaw/dist/bundled"]},
+                "entries": {"bootstrap-extra-files": {"paths": ["packages/*/AGENTS.md"]}},
+            }
+        }
+    )
+    async with daemon.control() as ctl:
+        await ctl.ok("message", sessionKey="agent:main:main", text="remember the blue teapot")
+        await ctl.ok("message", sessionKey="agent:main:main", text="/new")
+        compact = await ctl.ok(
+            "trigger",
+            event="session:compact:before",
+            sessionKey="agent:main:main",
+            context={"messageCount": 12},
+        )
+        files = (await ctl.ok("bootstrap", sessionKey="agent:main:main"))["bootstrapFiles"]
+    assert compact["messages"] == [
+        "🧹 Compacting context (12 messages) so I can continue without losing history…"
+    ]
+    assert [f["path"] for f in files if f["path"].endswith("web/AGENTS.md")], files
+    logged = [
+        json.loads(line) for line in (oc_state / "logs" / "commands.log").read_text().splitlines()
+    ]
+    assert [(e["action"], e["sessionKey"]) for e in logged] == [("new", "agent:main:main")]
+    # session-memory writes in the background of its call (as in OpenClaw)
+    await eventually(lambda: 'user: "remember the blue teapot"' in memory_text(workspace))
