@@ -13,7 +13,11 @@ from typing import Any
 
 import pytest
 
+from gatewayd.hooks.engine import dispatching
+from gatewayd.hooks.events import create_hook_event
 from gatewayd.hooks.node import NodeHook, NodeRuntime
+from gatewayd.hooks.node.gateway import CAUSES_KEPT, cause_of, remember_cause
+from gatewayd.hooks.node.worker import NodeWorker
 from tests.node.node_support import WHEEL_NODE, wheel_binary, with_runtime, write_js_hook
 from tests.node.test_node_reload import say
 from tests.support.control import AsyncControl
@@ -125,3 +129,18 @@ def test_outside_a_daemon_the_gateway_says_there_is_none(tmp_path: Path) -> None
         "gateway.send: no gateway outside a running daemon (gatewayd hooks "
         "check, list and test import and run hooks without one)"
     ]
+
+
+def test_a_call_older_than_the_kept_ones_has_no_cause() -> None:
+    worker = NodeWorker(wheel_binary(), typescript=False, on_log=lambda *_: None)
+    event = create_hook_event("command", "new", "s")
+    token = dispatching.set(event)
+    try:
+        for call_id in range(1, CAUSES_KEPT + 11):
+            remember_cause(worker, call_id)
+    finally:
+        dispatching.reset(token)
+    assert cause_of(worker, CAUSES_KEPT + 10) is event
+    assert cause_of(worker, 11) is event
+    assert cause_of(worker, 10) is None  # its slot holds a later call
+    assert cause_of(worker, None) is None

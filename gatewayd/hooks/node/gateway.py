@@ -38,11 +38,19 @@ a call older than that is taken for caused by nothing, as a request from outside
 
 
 def remember_cause(worker: NodeWorker, call_id: int) -> None:
-    """Note the event being handled now as the cause of call ``call_id`` of ``worker``."""
-    causes = worker.causes
-    causes[call_id] = dispatching.get()
-    if len(causes) > CAUSES_KEPT:
-        del causes[next(iter(causes))]
+    """Note the event being handled now as the cause of call ``call_id`` of ``worker``: in
+    slot ``call_id % CAUSES_KEPT``, with the id, so a later call in that slot replaces it (no
+    eviction to run: ~0.2 us a call)."""
+    worker.causes[call_id % CAUSES_KEPT] = (call_id, dispatching.get())
+
+
+def cause_of(worker: NodeWorker, call_id: object) -> HookEvent | None:
+    """The event remembered for call ``call_id`` of ``worker``; None when it is not one of the
+    latest :data:`CAUSES_KEPT` calls (or no call id)."""
+    if not isinstance(call_id, int):
+        return None
+    found = worker.causes.get(call_id % CAUSES_KEPT)
+    return found[1] if found is not None and found[0] == call_id else None
 
 
 class NodeGateway:
@@ -57,10 +65,8 @@ class NodeGateway:
     def serve(self, worker: NodeWorker, message: Reply) -> None:
         """Run one request (a ``gateway`` line from ``worker``) as caused by the event of the
         call that made it; its answer goes back to the worker."""
-        call = message.get("call")
-        cause: HookEvent | None = worker.causes.get(call) if isinstance(call, int) else None
         context = contextvars.copy_context()
-        context.run(dispatching.set, cause)
+        context.run(dispatching.set, cause_of(worker, message.get("call")))
         task = asyncio.get_running_loop().create_task(
             self._answer(worker, message), context=context
         )

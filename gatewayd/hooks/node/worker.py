@@ -91,8 +91,8 @@ class NodeWorker:
         answers; the event is set with the verdict (killed or not)."""
         self.on_gateway: Callable[[NodeWorker, Reply], None] | None = None
         """Told each use of a hook's gateway handle (``gateway.py``)."""
-        self.causes: dict[int, Any] = {}
-        """Call id -> the event whose handler made the call (``gateway.py``: the latest calls)."""
+        self.causes: dict[int, tuple[int, Any]] = {}
+        """The events whose handlers made the latest calls, by slot (``gateway.py``)."""
 
     @property
     def alive(self) -> bool:
