@@ -27,6 +27,8 @@ from bench.process import gatewayd
 from bench.workload import env_for, generate_hooks, make_state, write_config
 
 PING_PAUSE_S = 0.01
+SLOW_S = 0.1
+"""A ping slower than this counts as held by a stall (``over_100ms``: how many, not how long)."""
 START_TIMEOUT_S = 300.0
 
 
@@ -90,6 +92,7 @@ def one(state: Path) -> dict[str, Any]:
         "stall": max(trips),
         "idle": max(idle),
         "pings": len(trips),
+        "slow": sum(trip > SLOW_S for trip in trips),
     }
 
 
@@ -138,7 +141,7 @@ def run(scale: Scale) -> Section:
             "lower",
             vs=["stall.idle"],
             headline=True,
-            detail={"pings": out["pings"]},
+            detail={"pings": out["pings"], "over_100ms": out["slow"]},
         )
     )
     section.notes.append(
