@@ -81,6 +81,7 @@ export interface CommandContext {
   sessionId?: string | null;
   sessionFile?: string | null;
   previousSessionEntry?: SessionEntryJson | null;
+  previousSessionMemory?: SessionMemoryJson;
 }
 
 /** A session as events carry it (``sessionEntry``, ``previousSessionEntry``). */
@@ -89,6 +90,14 @@ export interface SessionEntryJson {
   sessionId?: string;
   sessionFile?: string;
   createdAt?: string;
+}
+
+/** A session's last messages as OpenClaw hands them to ``/new`` and ``/reset`` hooks. */
+export interface SessionMemoryJson {
+  status?: "available" | "unavailable";
+  content?: string | null;
+  originClass?: string;
+  reason?: string;
 }
 
 /** ``session:start`` and ``session:end``. */
@@ -741,7 +750,7 @@ export const EVENTS = {
   "message:received": { fired: true, reply: "sender", fields: ["from", "content", "channelId", "sessionKey", "timestamp", "conversationId", "messageId", "metadata", "direction"], mutable: ["content"], results: { content: "last", block: "first", reason: "first" }, stop: "block", openclaw: "message_received" },
   "message:sending": { fired: true, reply: "nowhere", fields: ["to", "content", "channelId", "sessionKey", "direction"], mutable: ["content"], results: { content: "last", cancel: "first", reason: "first" }, stop: "cancel", openclaw: "message_sending" },
   "message:sent": { fired: true, reply: "nowhere", fields: ["to", "content", "channelId", "sessionKey", "success", "timestamp", "reason", "error", "conversationId", "direction"], mutable: [], results: {}, stop: null, openclaw: "message_sent" },
-  "command": { fired: true, reply: "sender", fields: ["args", "senderId", "commandSource", "sessionEntry", "sessionId", "sessionFile", "previousSessionEntry"], mutable: [], results: {}, stop: null, openclaw: null },
+  "command": { fired: true, reply: "sender", fields: ["args", "senderId", "commandSource", "sessionEntry", "sessionId", "sessionFile", "previousSessionEntry", "previousSessionMemory"], mutable: [], results: {}, stop: null, openclaw: null },
   "session:start": { fired: true, reply: "sender", fields: ["sessionEntry", "sessionId", "sessionFile", "sessionKey", "reason"], mutable: [], results: {}, stop: null, openclaw: "session_start" },
   "session:end": { fired: true, reply: "sender", fields: ["sessionEntry", "sessionId", "sessionFile", "sessionKey", "reason"], mutable: [], results: {}, stop: null, openclaw: "session_end" },
   "agent:bootstrap": { fired: true, reply: "sender", fields: ["bootstrapFiles", "sessionKey", "sessionId"], mutable: ["bootstrapFiles"], results: {}, stop: null, openclaw: null },
