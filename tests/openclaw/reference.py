@@ -156,6 +156,19 @@ def install() -> float:
         return time.monotonic() - started
 
 
+def required(*, with_node: bool = True) -> str:
+    """Install the reference if need be and return the Node that runs it (``""`` when
+    ``with_node`` is False: only its files are read); in a test, skip it saying why when what
+    it needs cannot be had here."""
+    import pytest  # only the tests call this; ``python -m tests.openclaw.reference`` does not
+
+    try:
+        install()
+        return node() if with_node else ""
+    except Unavailable as exc:
+        pytest.skip(f"OpenClaw {VERSION} cannot be had here: {exc}")
+
+
 def ask(cases: list[dict[str, Any]], workdir: Path) -> list[dict[str, Any]]:
     """What OpenClaw decides for each case (``oracle.mjs``'s answer, one dict per case)."""
     request = workdir / "oracle-cases.json"

@@ -50,11 +50,7 @@ def case_root(base: Path, case: Case) -> Path:
 @pytest.fixture(scope="module")
 def corpus() -> Iterator[tuple[Path, dict[str, dict[str, Any]]]]:
     """Every case written under one directory, and OpenClaw's answer for each."""
-    try:
-        reference.install()
-        reference.node()
-    except reference.Unavailable as exc:
-        pytest.skip(f"OpenClaw {reference.VERSION} cannot be had here: {exc}")
+    reference.required()
     base = Path(tempfile.mkdtemp(prefix="oc", dir="/tmp"))
     try:
         requests = []

@@ -11,8 +11,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 from gatewayd.hooks.schema import EVENTS
 from gatewayd.hooks.vocabulary import resolve
 from tests.node.node_support import write_js_hook
@@ -23,10 +21,7 @@ from tests.support.hooks import write_hook_dir
 
 def openclaw_internal_events() -> list[str]:
     """The event keys OpenClaw's event-types doc lists (its table's first column)."""
-    try:
-        reference.install()
-    except reference.Unavailable as exc:
-        pytest.skip(f"OpenClaw {reference.VERSION} cannot be had here: {exc}")
+    reference.required(with_node=False)
     doc = reference.package_dir() / "docs" / "automation" / "hooks" / "event-types.md"
     table = doc.read_text(encoding="utf-8").split("## Event types", 1)[1].split("###", 1)[0]
     return re.findall(r"^\| `([a-z]+:[a-z:-]+)` +\|", table, re.MULTILINE)

@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 from gatewayd.hooks.schema import EVENTS
 from gatewayd.hooks.vocabulary import resolve
 from tests.node.node_support import write_js_hook
@@ -22,10 +20,7 @@ from tests.support.hooks import write_hook_dir
 
 def plugin_hook_names() -> list[str]:
     """``PluginHookName`` of the installed OpenClaw: every name its plugins may hook."""
-    try:
-        reference.install()
-    except reference.Unavailable as exc:
-        pytest.skip(f"OpenClaw {reference.VERSION} cannot be had here: {exc}")
+    reference.required(with_node=False)
     for path in sorted((reference.package_dir() / "dist").glob("*.d.ts")):
         text = path.read_text(encoding="utf-8")
         found = re.search(r"^type PluginHookName = (.*);$", text, re.MULTILINE)

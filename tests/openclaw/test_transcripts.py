@@ -27,11 +27,7 @@ pytestmark = pytest.mark.anyio
 
 def openclaw_reads(path: Path) -> dict[str, Any]:
     """What OpenClaw's session-file functions make of ``path``."""
-    try:
-        reference.install()
-        node = reference.node()
-    except reference.Unavailable as exc:
-        pytest.skip(f"OpenClaw {reference.VERSION} cannot be had here: {exc}")
+    node = reference.required()
     done = subprocess.run(
         [node, str(TRANSCRIPT_READER), str(reference.package_dir()), str(path)],
         capture_output=True,
