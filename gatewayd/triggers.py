@@ -20,7 +20,6 @@ from them are :class:`~gatewayd.lanes.Lanes`, which :class:`TriggerQueue` extend
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from time import perf_counter
 
@@ -128,7 +127,7 @@ class TriggerQueue(Lanes):
 
     def _put(self, event: HookEvent) -> Commit | None:
         """Count ``event`` (its room was made) and append it to a durable journal, else put it
-        in its lane: the hot path of every fire-and-forget event, inlined."""
+        in its lane (:meth:`Lanes._enqueue`)."""
         key = event.session_key
         held = self._held
         if self._durable:
@@ -138,17 +137,7 @@ class TriggerQueue(Lanes):
             held[key] = held.get(key, 0) + 1
             return self.journal.append(event, None, perf_counter())
         event.id = self._next_id()
-        item = (event, None, perf_counter(), 0, None)
-        lane = self._lanes.get(key)
-        if lane is None:
-            self._lanes[key] = deque((item,))
-            self._ready.append(key)
-            if self._idle:
-                self._wake_worker()
-        else:
-            lane.append(item)
-        self._depth += 1
-        held[key] = held.get(key, 0) + 1
+        self._enqueue((event, None, perf_counter(), 0, None))
         return None
 
     async def post_all(self, events: Sequence[HookEvent], *, follows: bool = False) -> None:
