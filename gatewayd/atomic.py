@@ -207,3 +207,16 @@ def read_fd(fd: int, size: int, want: int = sys.maxsize) -> bytes:
         got += len(chunk)
         step = min(step * 2, 1 << 20)
     return b"".join(chunks)
+
+
+def rotate(path: Path, backups: int) -> None:
+    """Shift ``path.N-1`` -> ``path.N`` ... ``path`` -> ``path.1``, dropping the oldest; with no
+    backups, ``path`` is removed."""
+    if backups == 0:
+        path.unlink(missing_ok=True)
+        return
+    for n in range(backups - 1, 0, -1):
+        older = path.with_name(f"{path.name}.{n}")
+        if older.exists():
+            os.replace(older, path.with_name(f"{path.name}.{n + 1}"))
+    os.replace(path, path.with_name(f"{path.name}.1"))

@@ -27,7 +27,7 @@ from typing import Protocol
 
 import structlog
 
-from gatewayd.atomic import append_whole, trim_torn_tail
+from gatewayd.atomic import append_whole, rotate, trim_torn_tail
 from gatewayd.timestamps import iso_now
 from gatewayd.transcript import Turn, header_line, last_entry_id, message_lines
 
@@ -213,13 +213,5 @@ class TranscriptFiles:
 
     def _rotate(self, path: Path) -> None:
         """``<id>.jsonl`` -> ``<id>.jsonl.1`` -> ... ``.<backups>``; the oldest is dropped."""
-        backups = self.limits.backups
-        if backups == 0:
-            path.unlink(missing_ok=True)
-            return
-        for n in range(backups - 1, 0, -1):
-            older = path.with_name(f"{path.name}.{n}")
-            if older.exists():
-                os.replace(older, path.with_name(f"{path.name}.{n + 1}"))
-        os.replace(path, path.with_name(f"{path.name}.1"))
-        log.info("sessions.transcript_rotated", path=str(path), backups=backups)
+        rotate(path, self.limits.backups)
+        log.info("sessions.transcript_rotated", path=str(path), backups=self.limits.backups)

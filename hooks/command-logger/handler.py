@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gatewayd.atomic import rotate
 from gatewayd.hooks import CommandContext, HookContext, HookEvent
 from gatewayd.timestamps import iso_utc
 
@@ -50,18 +51,6 @@ def format_line(event: HookEvent[CommandContext]) -> bytes:
         "source": str(context.get("commandSource") or "unknown"),
     }
     return (json.dumps(record, ensure_ascii=False) + "\n").encode()
-
-
-def rotate(path: Path, backups: int) -> None:
-    """Shift ``path.N-1`` -> ``path.N`` ... ``path`` -> ``path.1``, dropping the oldest."""
-    if backups == 0:
-        path.unlink(missing_ok=True)
-        return
-    for n in range(backups - 1, 0, -1):
-        older = path.with_name(f"{path.name}.{n}")
-        if older.exists():
-            os.replace(older, path.with_name(f"{path.name}.{n + 1}"))
-    os.replace(path, path.with_name(f"{path.name}.1"))
 
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK
