@@ -6,11 +6,13 @@ and Redis entries), and :func:`loads` for JSON read back from files and Redis.
 value, the text decodes to what ``json.dumps(value, default=str)`` writes. orjson refuses three
 things json writes (a string with a lone surrogate, an integer past 64 bits, nesting past 254
 levels) and writes ``NaN`` and the infinities as ``null``; for those values :func:`dumps` writes
-what json writes instead, ASCII-only (a lone surrogate as its ``\\udXXX`` escape, which decodes to
-the same string). A value that contains itself raises ``ValueError``, as json does.
+what json writes instead, ASCII-only (a lone surrogate as its ``\\u`` escape, ``\\udc80`` say,
+which decodes to the same string). A value that contains itself raises ``ValueError``, as json
+does.
 
 Decoding stays json's: ``orjson.loads`` reads an integer past 64 bits as a float (its digits
-lost) and refuses a ``\\udXXX`` escape that json reads as the string it was written from.
+lost) and refuses a lone surrogate's escape (``\\udc80``) that json reads as the string it was
+written from.
 """
 
 from __future__ import annotations

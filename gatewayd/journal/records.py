@@ -5,9 +5,9 @@ this is on the durable path's critical path, so it must be cheap: :func:`gateway
 (orjson), whose text decodes to what ``json.JSONEncoder(default=str).encode`` writes (checked
 against it in tests/journal/test_journal_records.py).
 
-A lone surrogate in a hook-set context value is written as ``\\udXXX`` (and read back the same),
-never handed to SQLite as text it cannot encode. Values JSON has no form for are written as
-their ``str()``; a context that contains itself raises ``ValueError``.
+A lone surrogate in a hook-set context value is written as its ``\\u`` escape (``\\udc80``,
+read back the same), never handed to SQLite as text it cannot encode. Values JSON has no form
+for are written as their ``str()``; a context that contains itself raises ``ValueError``.
 """
 
 from __future__ import annotations

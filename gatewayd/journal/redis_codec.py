@@ -36,7 +36,8 @@ GROUP = "gatewayd"
 
 
 def _encode(value: Any) -> str:
-    """A stream entry's JSON (a lone surrogate in a hook-set context value travels as \\udXXX)."""
+    """A stream entry's JSON (a lone surrogate in a hook-set context value travels as its
+    ``\\u`` escape, ``\\udc80`` say)."""
     return dumps(value).decode()
 
 
