@@ -213,11 +213,6 @@ class Reloader:
             else:
                 outcome = "partial" if result.failed else "ok"
                 summary = summary_of(result)
-                # The one full collection of a reload (the build deferred the allocator's),
-                # now that it traverses only the hooks in place: it frees the replaced ones.
-                await anyio.to_thread.run_sync(collect_replaced)
-        if early is not None:
-            await node.discard(early)
         record: ReloadRecord = {
             "time": iso_utc(began),
             "duration_ms": round((time.perf_counter() - t0) * 1000, 1),
@@ -235,6 +230,14 @@ class Reloader:
         self.last = record
         (log.info if outcome == "ok" else log.warning)("reload.done", **record)
         gateway.notifier.ready(gateway.status_line())
+        # Recorded once the new hooks answer (status shows the reload they came with); then
+        # what the swap left behind goes, still under the reload lock.
+        if early is not None:
+            await node.discard(early)
+        if summary is not None:
+            # The one full collection of a reload (the build deferred the allocator's), now
+            # that it traverses only the hooks in place: it frees the replaced ones.
+            await anyio.to_thread.run_sync(collect_replaced)
         return {**record, "summary": summary}
 
     def _compare(

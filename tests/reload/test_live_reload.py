@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import anyio
 import pytest
 import yaml
 
+from gatewayd import reloader
 from tests.support.cli import RunCli, off_loop
 from tests.support.control import Control
 from tests.support.daemon import Daemon
@@ -88,6 +90,26 @@ def rename_save(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+@anyio_test
+async def test_a_reload_is_in_status_once_its_new_code_answers(
+    add_greet: Any, state_dir: Path, start_gateway: StartGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reload's record is made when its hooks are swapped in, not after what follows the
+    swap (the replaced hooks' collection, made slow here)."""
+
+    def slow_collection() -> None:
+        time.sleep(1.0)
+
+    monkeypatch.setattr(reloader, "collect_replaced", slow_collection)
+    hook = add_greet(state_dir / "hooks")
+    daemon = await start_gateway(watch=True)
+    assert await answer(daemon) == ["v1"]
+    before = (await status(daemon))["reloads"]
+    (hook / "handler.py").write_text(greet_source("v2"))
+    await eventually_answers(daemon, ["v2"])
+    assert (await status(daemon))["reloads"] == before + 1
 
 
 @anyio_test
